@@ -1,0 +1,414 @@
+package claimstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Loc locates a key's history in a backend: its kind and its hash. A store
+// maps a Key to a Loc; ClassifyAll finds Locs by listing.
+type Loc struct {
+	Kind Kind
+	Hash string
+}
+
+// Loc returns where k's history lives.
+func (k Key) Loc() Loc { return Loc{Kind: k.Kind, Hash: k.Hash()} }
+
+func (l Loc) String() string { return string(l.Kind) + "/" + l.Hash }
+
+// Barrier names a point in the publication of a revision, in order:
+// temp-written, temp-synced, linked, dir-synced; and between-keys, after a
+// step's seat revision and before its session revision.
+type Barrier string
+
+const (
+	BarrierTempWritten Barrier = "temp-written"
+	BarrierTempSynced  Barrier = "temp-synced"
+	BarrierLinked      Barrier = "linked"
+	BarrierDirSynced   Barrier = "dir-synced"
+	BarrierBetweenKeys Barrier = "between-keys"
+)
+
+// Barriers lists the barrier points in the order an operation meets them.
+var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, BarrierDirSynced, BarrierBetweenKeys}
+
+// Point is where a barrier hook is called: the barrier, the key and the
+// revision being published (for between-keys, the seat key and its new
+// revision), and the claim.
+type Point struct {
+	Barrier  Barrier
+	Key      Key
+	Revision uint64
+	ClaimID  string
+}
+
+// BarrierFunc is called at every barrier point. An error stops the
+// operation right there and is returned from it, leaving the disk as a
+// crash at that point would.
+type BarrierFunc func(Point) error
+
+// Backend is what a claim store needs of its storage: publish revision n of
+// a key exclusively and durably, read a key's head, list its history, and
+// list keys. Everything above it (records, states, the pair, refusals,
+// classify) is the same for any backend; a backend on a distributed engine
+// implements these same five methods with the same guarantees.
+type Backend interface {
+	// Head returns the number and contents of loc's highest revision, or
+	// 0 and nil when loc has none. data is nil with a non-nil readErr when
+	// the revision exists but cannot be read; err is for failures to
+	// determine the head at all.
+	Head(loc Loc) (n uint64, data []byte, readErr, err error)
+
+	// Read returns the contents of revision n of loc.
+	Read(loc Loc, n uint64) ([]byte, error)
+
+	// Publish makes data revision n of loc. Exactly one publisher wins each
+	// number: the others get an error wrapping ErrRevisionExists. When
+	// Publish returns nil the revision is durable; its name never refers
+	// to anything but data. hook is called at the barrier points (nil: no
+	// hook) with the barrier only; the store fills in the rest.
+	Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error
+
+	// List returns the revision numbers of loc in ascending order, and
+	// the names in its directory that are not revisions.
+	List(loc Loc) (revs []uint64, other []string, err error)
+
+	// Locs returns every key of the given kind that has a history.
+	Locs(kind Kind) ([]Loc, error)
+}
+
+// RevisionName returns the file name of revision n: "r" and ten digits.
+func RevisionName(n uint64) string { return fmt.Sprintf("r%010d.json", n) }
+
+// ParseRevisionName returns the number in a revision file name.
+func ParseRevisionName(name string) (uint64, bool) {
+	if len(name) != 16 || name[0] != 'r' || !strings.HasSuffix(name, ".json") {
+		return 0, false
+	}
+	digits := name[1:11]
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	return n, err == nil && n > 0
+}
+
+// MaxRevision is the highest revision number the file name can carry.
+const MaxRevision = 9_999_999_999
+
+// dirBackend is the directory backend: <root>/<kind>/<hash>/r<n>.json on an FS.
+type dirBackend struct {
+	fs   FS
+	root string
+
+	mu    sync.Mutex
+	hints map[Loc]uint64 // last head seen: where the next probe starts
+	// durable records directories whose entry in their parent this
+	// process has made durable; see ensureDir.
+	durable map[string]bool
+	// failed is the sticky fsync failure; see ErrSyncFailed.
+	failed error
+}
+
+var _ Backend = (*dirBackend)(nil)
+
+// NewDirBackend returns the directory backend for the claim root on fsys:
+// the format the reference implementation writes.
+func NewDirBackend(fsys FS, root string) Backend {
+	return &dirBackend{fs: fsys, root: root, hints: map[Loc]uint64{}, durable: map[string]bool{}}
+}
+
+func (b *dirBackend) dir(loc Loc) string { return filepath.Join(b.root, string(loc.Kind), loc.Hash) }
+
+// checkDir verifies that a key directory, if it exists, is a real directory.
+func (b *dirBackend) checkDir(dir string) (exists bool, err error) {
+	fi, err := b.fs.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !fi.IsDir() {
+		what := "not a directory"
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			what = "a symlink"
+		}
+		return false, &fs.PathError{Op: "open key directory", Path: dir, Err: fmt.Errorf("%w: it is %s; the store never follows it (move it aside and run claimctl fsck)", ErrUnsafePath, what)}
+	}
+	return true, nil
+}
+
+// exists reports whether revision n of dir exists, as any kind of file.
+func (b *dirBackend) exists(dir string, n uint64) (bool, error) {
+	_, err := b.fs.Lstat(filepath.Join(dir, RevisionName(n)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Head finds the highest revision by probing names rather than listing the
+// directory, so its cost does not grow with the key's history: from the
+// last head seen (or 1) it gallops up in doubling steps to a missing name,
+// then bisects. It relies on the format's density (revisions 1..n, no
+// gaps), which the publish protocol keeps; a gap can only come from outside
+// the protocol, and fsck reports it.
+func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
+	dir := b.dir(loc)
+	if ok, err := b.checkDir(dir); err != nil || !ok {
+		return 0, nil, nil, err
+	}
+	b.mu.Lock()
+	lo := b.hints[loc]
+	b.mu.Unlock()
+	if lo > 0 {
+		if ok, err := b.exists(dir, lo); err != nil {
+			return 0, nil, nil, err
+		} else if !ok {
+			lo = 0 // the history shrank: only tampering does that; start over
+		}
+	}
+	// Invariant: lo exists (or is 0), hi does not.
+	hi := lo + 1
+	for step := uint64(1); ; step *= 2 {
+		if hi > MaxRevision {
+			hi = MaxRevision + 1
+			break
+		}
+		ok, err := b.exists(dir, hi)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if !ok {
+			break
+		}
+		lo, hi = hi, hi+step
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := b.exists(dir, mid)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	if lo == 0 {
+		return 0, nil, nil, nil
+	}
+	b.mu.Lock()
+	b.hints[loc] = lo
+	b.mu.Unlock()
+	data, rerr := b.fs.ReadFile(filepath.Join(dir, RevisionName(lo)))
+	if rerr != nil {
+		return lo, nil, rerr, nil
+	}
+	return lo, data, nil, nil
+}
+
+func (b *dirBackend) Read(loc Loc, n uint64) ([]byte, error) {
+	return b.fs.ReadFile(filepath.Join(b.dir(loc), RevisionName(n)))
+}
+
+func (b *dirBackend) List(loc Loc) ([]uint64, []string, error) {
+	dir := b.dir(loc)
+	if ok, err := b.checkDir(dir); err != nil || !ok {
+		return nil, nil, err
+	}
+	names, err := b.fs.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var revs []uint64
+	var other []string
+	for _, name := range names {
+		if n, ok := ParseRevisionName(name); ok {
+			revs = append(revs, n)
+		} else {
+			other = append(other, name)
+		}
+	}
+	sort.Slice(revs, func(i, j int) bool { return revs[i] < revs[j] })
+	sort.Strings(other)
+	return revs, other, nil
+}
+
+func (b *dirBackend) Locs(kind Kind) ([]Loc, error) {
+	dir := filepath.Join(b.root, string(kind))
+	names, err := b.fs.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var out []Loc
+	for _, name := range names {
+		if isKeyHash(name) {
+			out = append(out, Loc{Kind: kind, Hash: name})
+		}
+	}
+	return out, nil
+}
+
+func isKeyHash(name string) bool {
+	if len(name) != 32 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// sync runs an fsync and makes a failure sticky.
+func (b *dirBackend) sync(f func() error) error {
+	if err := f(); err != nil {
+		b.mu.Lock()
+		if b.failed == nil {
+			b.failed = err
+		}
+		b.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrSyncFailed, err)
+	}
+	return nil
+}
+
+func (b *dirBackend) checkFailed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failed != nil {
+		return fmt.Errorf("%w (first failure: %v)", ErrSyncFailed, b.failed)
+	}
+	return nil
+}
+
+// ensureDir makes dir exist with a durable entry in its parent, creating
+// the parents first. A directory's entry is durable only after its parent
+// is fsynced, whoever created it: a writer that crashed after mkdir and
+// before that fsync leaves a directory that a power cut can still take away,
+// with every revision in it. So the first time this process uses a
+// directory it syncs the parent, even when the directory already existed.
+func (b *dirBackend) ensureDir(dir string) error {
+	b.mu.Lock()
+	done := b.durable[dir]
+	b.mu.Unlock()
+	if done || dir == b.root {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != b.root {
+		if err := b.ensureDir(parent); err != nil {
+			return err
+		}
+	} else if _, err := b.fs.Lstat(b.root); errors.Is(err, fs.ErrNotExist) {
+		// The root itself is created on first write, and its entry made
+		// durable in its parent like any other.
+		if err := b.fs.Mkdir(b.root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		if err := b.sync(func() error { return b.fs.SyncDir(filepath.Dir(b.root)) }); err != nil {
+			return err
+		}
+	}
+	err := b.fs.Mkdir(dir, 0o700)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if _, err := b.checkDir(dir); err != nil {
+		return err
+	}
+	if err := b.sync(func() error { return b.fs.SyncDir(parent) }); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.durable[dir] = true
+	b.mu.Unlock()
+	return nil
+}
+
+// Publish runs the publish protocol: write a temporary file, fsync it,
+// link it to the revision name (exclusive), drop the temporary name, fsync
+// the directory.
+func (b *dirBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error {
+	if err := b.checkFailed(); err != nil {
+		return err
+	}
+	if n == 0 || n > MaxRevision {
+		return fmt.Errorf("revision %d is out of range 1..%d", n, MaxRevision)
+	}
+	if hook == nil {
+		hook = func(Barrier) error { return nil }
+	}
+	dir := b.dir(loc)
+	if err := b.ensureDir(dir); err != nil {
+		return err
+	}
+	name := filepath.Join(dir, RevisionName(n))
+	t, err := b.fs.CreateTemp(dir, 0o400)
+	if err != nil {
+		return err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = t.Close()
+		}
+	}()
+	if _, err := t.Write(data); err != nil {
+		return &fs.PathError{Op: "write temporary for", Path: name, Err: err}
+	}
+	if err := hook(BarrierTempWritten); err != nil {
+		return err
+	}
+	if err := b.sync(t.Sync); err != nil {
+		return &fs.PathError{Op: "fsync temporary for", Path: name, Err: err}
+	}
+	if err := hook(BarrierTempSynced); err != nil {
+		return err
+	}
+	if err := t.Link(name); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		// The name exists. It may be this very file, when a link's reply
+		// was lost and the call retried; only another inode is a lost race.
+		if mine, serr := t.Is(name); serr != nil || !mine {
+			return &fs.PathError{Op: "publish", Path: name, Err: ErrRevisionExists}
+		}
+	}
+	closed = true
+	// Dropping the temporary name before the directory fsync makes the
+	// removal durable with the link.
+	if err := t.Close(); err != nil {
+		return err
+	}
+	if err := hook(BarrierLinked); err != nil {
+		return err
+	}
+	if err := b.sync(func() error { return b.fs.SyncDir(dir) }); err != nil {
+		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
+	}
+	b.mu.Lock()
+	if b.hints[loc] < n {
+		b.hints[loc] = n
+	}
+	b.mu.Unlock()
+	return hook(BarrierDirSynced)
+}

@@ -1,0 +1,52 @@
+// Package claimstore keeps crash-safe, append-only writer claims on the
+// local filesystem.
+//
+// A session supervisor runs at most one writer per seat and per session.
+// Before it spawns a writer it takes a claim on both keys (Store.Acquire),
+// advances it as the writer moves through its life (Store.Advance), and
+// releases it with a proof that nothing still runs (Store.Release). After a
+// crash or a reboot, Store.Classify decides from durable evidence which
+// claims are provably over.
+//
+// # Format
+//
+// A key's history is a directory <root>/<kind>/<hash>, where hash is the
+// first 32 hex digits of SHA-256 over the key serialised as ECMAScript
+// JSON.stringify does it (Key.JSON). Each revision is a file r<10 digits>.json
+// holding one JSON record and a newline, numbered densely from 1, mode 0400.
+// The format is the reference implementation's (claim.mjs): a root written
+// by either reads the same in the other, and both may share one root.
+//
+// # Publication
+//
+// A revision is published by writing a temporary file in the key
+// directory, fsyncing it, link()ing it to the revision name, and fsyncing
+// the directory. link fails when the name exists, so exactly one writer wins
+// each number, and a revision name only ever refers to complete, synced
+// contents. Revisions are never rewritten or removed. Every step of a claim
+// publishes on the seat key and then on the session key, fenced on the
+// revisions the claim last published: a head that moved is a refusal.
+//
+// # States
+//
+// A key is held unless its highest revision is stopped with a proof; a
+// stopped head without a proof reads as uncertain, and so does a damaged
+// head. The pair state is the more conservative of the two keys', in the
+// order uncertain > stopping > active > reserved > stopped.
+//
+// # Errors
+//
+// A refusal (*Refusal, with one of the Codes) means the store cannot promise
+// exclusion and declines; it is not a failure. Malformed input is a
+// *KeyError or an error wrapping ErrBadPatch, and touches nothing on disk.
+// I/O failures carry their path (*fs.PathError). After a failed fsync a
+// store acknowledges no further writes (ErrSyncFailed).
+//
+// # Caveats
+//
+// Head probes revision names instead of listing the directory, so it
+// relies on the history being dense, as the protocol keeps it; a gap made
+// outside the protocol is reported by Check, not by Head. The store assumes
+// a local POSIX filesystem where link is atomic and an fsync of a directory
+// makes its entries durable.
+package claimstore

@@ -1,0 +1,112 @@
+package claimstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Each is returned wrapped, with the path or key involved;
+// test for them with errors.Is.
+var (
+	// ErrRevisionExists is returned by Backend.Publish when the revision
+	// number is already taken by another writer's file. The store treats it
+	// as a lost race: it re-reads and re-decides, or refuses.
+	ErrRevisionExists = errors.New("revision already published by another writer")
+
+	// ErrUnsafeRoot is returned by Open when the claim root is a symlink,
+	// not a directory, or writable by another user: a root that cannot
+	// promise exclusion is refused, not used.
+	ErrUnsafeRoot = errors.New("unsafe claim root")
+
+	// ErrUnsafePath is returned when a key directory or revision file is a
+	// symlink or not the kind of file the format says it is. Such a key is
+	// read as damaged; the store never follows the link.
+	ErrUnsafePath = errors.New("unexpected file type in claim root")
+
+	// ErrSyncFailed is returned, wrapping the cause, by every mutation of a
+	// store after an fsync failed. A failed fsync may have lost the write
+	// while the page cache still shows it, so nothing that depends on it is
+	// ever acknowledged: reopen the store to continue from what is on disk.
+	ErrSyncFailed = errors.New("an fsync failed; the store no longer acknowledges writes")
+
+	// ErrBadPatch is returned by Advance when a patch names a member the
+	// store owns (claimId, key, revision, writtenAt, version, kind, host) or
+	// an invalid state.
+	ErrBadPatch = errors.New("invalid patch")
+
+	// ErrNotOwned is returned when an operation names a claim the store
+	// did not issue (a nil claim or one without keys).
+	ErrNotOwned = errors.New("not a claim of this store")
+)
+
+// KeyError reports a malformed key value. Nothing is touched on disk.
+type KeyError struct {
+	Field  string // seat, project, workspace, session or kind
+	Value  string
+	Reason string
+}
+
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("invalid key: %s %q %s", e.Field, e.Value, e.Reason)
+}
+
+// Code is the code of a refusal. The vocabulary is closed: these three are
+// all there are.
+type Code string
+
+const (
+	// AlreadyActive: a live or possibly live owner holds the key.
+	AlreadyActive Code = "already-active"
+	// UnsafeReplacement: the key is held in a state nobody can prove over:
+	// damaged, held by two claims, moved under the caller, stopping, or
+	// uncertain.
+	UnsafeReplacement Code = "unsafe-replacement"
+	// ForeignHost: the key is held by a claim taken on another machine.
+	ForeignHost Code = "foreign-host"
+)
+
+// Codes lists every refusal code.
+var Codes = []Code{AlreadyActive, UnsafeReplacement, ForeignHost}
+
+// Refusal is the store declining an operation because exclusion cannot be
+// promised. It is not a failure of the store: the keys are held, and Hint
+// says what an operator can do. Use errors.As to inspect it.
+type Refusal struct {
+	Code    Code
+	Keys    []Key  // the keys involved
+	ClaimID string // the claim holding them, when one is known
+	Reason  string // what the store saw
+	Hint    string // what to do
+	Err     error  // the underlying cause, if any (an I/O error, a damaged revision)
+}
+
+func (r *Refusal) Error() string {
+	var b strings.Builder
+	b.WriteString("refused (")
+	b.WriteString(string(r.Code))
+	b.WriteString("): ")
+	b.WriteString(r.Reason)
+	if r.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(r.Err.Error())
+	}
+	if r.Hint != "" {
+		b.WriteString("; ")
+		b.WriteString(r.Hint)
+	}
+	return b.String()
+}
+
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// hints per code, for operators.
+var hints = map[Code]string{
+	AlreadyActive:     "wait for the owner to release it; if its supervisor died, run `claimctl classify` to judge the owner",
+	UnsafeReplacement: "nothing proves the writer is over: run `claimctl show` for the evidence, and `claimctl classify` after a crash or reboot; if a key is damaged, run `claimctl fsck`",
+	ForeignHost:       "the claim belongs to another machine: classify it there, or release it there with a proof",
+}
+
+func refuse(code Code, claimID, reason string, err error, keys ...Key) *Refusal {
+	return &Refusal{Code: code, Keys: keys, ClaimID: claimID, Reason: reason, Hint: hints[code], Err: err}
+}

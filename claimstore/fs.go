@@ -1,0 +1,209 @@
+package claimstore
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// FS is the store's whole view of the filesystem: the seam that tests
+// replace with a crash-simulating or fault-injecting filesystem. Each method
+// states what is durable when it returns. Nothing is durable that a method
+// does not say is.
+type FS interface {
+	// Lstat is like os.Lstat: it does not follow a final symlink.
+	Lstat(name string) (fs.FileInfo, error)
+
+	// ReadFile is like os.ReadFile, but refuses to follow a final symlink
+	// (an error wrapping ErrUnsafePath) and reads only regular files.
+	ReadFile(name string) ([]byte, error)
+
+	// ReadDir returns the names in directory name, in no particular order.
+	ReadDir(name string) ([]string, error)
+
+	// Mkdir is like os.Mkdir. The new entry is not durable until SyncDir
+	// of the parent returns.
+	Mkdir(name string, perm fs.FileMode) error
+
+	// Remove is like os.Remove. The removal is not durable until SyncDir
+	// of the parent returns.
+	Remove(name string) error
+
+	// SyncDir makes every entry of directory name durable: created,
+	// linked and removed names alike.
+	SyncDir(name string) error
+
+	// CreateTemp creates a new file in dir, for writing, with mode perm.
+	// The file may have no name at all (Linux O_TMPFILE) or a temporary
+	// name beginning with TempPrefix. Nothing of it is durable.
+	CreateTemp(dir string, perm fs.FileMode) (TempFile, error)
+}
+
+// TempFile is a file being prepared for publication.
+type TempFile interface {
+	// Write appends to the file. The data is not durable until Sync.
+	Write(p []byte) (int, error)
+
+	// Sync makes the file's contents durable (fsync). A failed Sync may
+	// have lost data that later reads still show: the caller must not
+	// publish the file.
+	Sync() error
+
+	// Link gives the file the name newname, exclusively: if newname exists
+	// it fails with an error wrapping fs.ErrExist and changes nothing. The
+	// new name is not durable until SyncDir of its directory returns.
+	Link(newname string) error
+
+	// Is reports whether name refers to this very file (the same inode). A
+	// writer whose Link reply was lost (a retried link, NFS) finds its own
+	// file under the name and must not conclude that another writer won.
+	Is(name string) (bool, error)
+
+	// Close releases the file and removes its temporary name, if it has
+	// one. The removal is not durable until SyncDir of the directory.
+	Close() error
+}
+
+// TempPrefix begins the name of every named temporary file in a key
+// directory, this implementation's and the reference implementation's.
+const TempPrefix = ".tmp-"
+
+// OSFS is the FS of the operating system.
+var OSFS FS = osFS{}
+
+type osFS struct{}
+
+var _ FS = osFS{}
+
+func (osFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
+
+func (osFS) ReadFile(name string) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, &fs.PathError{Op: "read", Path: name, Err: ErrUnsafePath}
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: ErrUnsafePath}
+	}
+	return io.ReadAll(f)
+}
+
+func (osFS) ReadDir(name string) ([]string, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+func (osFS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, perm) }
+
+func (osFS) Remove(name string) error { return os.Remove(name) }
+
+func (osFS) SyncDir(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (osFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
+	if f, err := createUnnamed(dir, perm); err == nil {
+		return f, nil
+	} else if !errors.Is(err, errors.ErrUnsupported) {
+		return nil, err
+	}
+	return createNamed(dir, perm)
+}
+
+// createNamed is the fallback for filesystems without unnamed temporary
+// files. The name records who made it (pid, process start, boot), so that
+// a reaper can prove the writer gone before removing it.
+func createNamed(dir string, perm fs.FileMode) (TempFile, error) {
+	owner := selfTag()
+	for range 10 {
+		var r [8]byte
+		_, _ = rand.Read(r[:])
+		name := filepath.Join(dir, TempPrefix+owner+"."+hex.EncodeToString(r[:]))
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &namedTemp{f: f, name: name}, nil
+	}
+	return nil, &fs.PathError{Op: "create temporary", Path: dir, Err: fs.ErrExist}
+}
+
+type namedTemp struct {
+	f    *os.File
+	name string
+}
+
+func (t *namedTemp) Write(p []byte) (int, error) { return t.f.Write(p) }
+func (t *namedTemp) Sync() error                 { return t.f.Sync() }
+func (t *namedTemp) Link(newname string) error   { return os.Link(t.name, newname) }
+func (t *namedTemp) Is(name string) (bool, error) {
+	return sameFile(t.f, name)
+}
+func (t *namedTemp) Close() error {
+	err := t.f.Close()
+	if rerr := os.Remove(t.name); err == nil && !errors.Is(rerr, fs.ErrNotExist) {
+		err = rerr
+	}
+	return err
+}
+
+func sameFile(f *os.File, name string) (bool, error) {
+	mine, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	other, err := os.Lstat(name)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(mine, other), nil
+}
+
+// tempOwner parses the writer identity out of a temporary's name made by
+// createNamed: ".tmp-<pid>.<start>.<boot>.<random>". ok is false for any
+// other name, a reference implementation's among them.
+func tempOwner(name string) (pid int, start, boot string, ok bool) {
+	rest, found := strings.CutPrefix(name, TempPrefix)
+	if !found {
+		return 0, "", "", false
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 4 {
+		return 0, "", "", false
+	}
+	pid, err := strconv.Atoi(parts[0])
+	if err != nil || pid <= 0 || parts[1] == "" || parts[2] == "" {
+		return 0, "", "", false
+	}
+	return pid, parts[1], parts[2], true
+}

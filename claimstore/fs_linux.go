@@ -1,0 +1,61 @@
+package claimstore
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/claimstore/claimstore/hostid"
+)
+
+// createUnnamed opens an O_TMPFILE in dir: a file with no name at all until
+// Link gives it one, so a writer that crashes leaves nothing behind to reap.
+func createUnnamed(dir string, perm fs.FileMode) (TempFile, error) {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(perm.Perm()))
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EISDIR), errors.Is(err, unix.EINVAL):
+		return nil, errors.ErrUnsupported
+	case err != nil:
+		return nil, &fs.PathError{Op: "open O_TMPFILE", Path: dir, Err: err}
+	}
+	return &unnamedTemp{f: os.NewFile(uintptr(fd), dir+"/(unnamed)"), dir: dir}, nil
+}
+
+type unnamedTemp struct {
+	f   *os.File
+	dir string
+}
+
+func (t *unnamedTemp) Write(p []byte) (int, error) { return t.f.Write(p) }
+func (t *unnamedTemp) Sync() error                 { return t.f.Sync() }
+
+func (t *unnamedTemp) Link(newname string) error {
+	// linkat through /proc/self/fd needs no privilege, unlike AT_EMPTY_PATH.
+	src := "/proc/self/fd/" + strconv.Itoa(int(t.f.Fd()))
+	err := unix.Linkat(unix.AT_FDCWD, src, unix.AT_FDCWD, newname, unix.AT_SYMLINK_FOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		// No /proc: try the privileged form before giving up.
+		err = unix.Linkat(int(t.f.Fd()), "", unix.AT_FDCWD, newname, unix.AT_EMPTY_PATH)
+	}
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: t.f.Name(), New: newname, Err: err}
+	}
+	return nil
+}
+
+func (t *unnamedTemp) Is(name string) (bool, error) { return sameFile(t.f, name) }
+func (t *unnamedTemp) Close() error                 { return t.f.Close() }
+
+// selfTag identifies this process in a temporary's name.
+func selfTag() string {
+	o, err := hostid.Self(hostid.System)
+	if err != nil {
+		// Unidentifiable: a reaper will never prove this writer gone, which
+		// is the safe direction.
+		return "0.unknown.unknown"
+	}
+	return strconv.Itoa(o.PID) + "." + o.Start + "." + o.Boot
+}

@@ -1,0 +1,163 @@
+package claimstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Kind names the two kinds of key. A key's directory lives under <root>/<kind>.
+type Kind string
+
+const (
+	KindSeat    Kind = "seat"
+	KindSession Kind = "session"
+)
+
+// MaxKeyValueLen bounds each value of a key, in bytes. Values are hashed, not
+// used as file names, so the bound is about keeping records and messages sane.
+const MaxKeyValueLen = 4096
+
+// Key names one of the two things a writer claim holds: a seat (seat,
+// project, workspace) or a session. Build keys with SeatKey and SessionKey,
+// which validate; the zero Key is invalid.
+type Key struct {
+	Kind      Kind
+	Seat      string // seat keys only
+	Project   string // seat keys only
+	Workspace string // seat keys only
+	Session   string // session keys only
+}
+
+// SeatKey returns the key of a seat. Every value must be a non-empty string
+// of valid UTF-8, without NUL, at most MaxKeyValueLen bytes; otherwise the
+// error is a *KeyError naming the bad value.
+func SeatKey(seat, project, workspace string) (Key, error) {
+	k := Key{Kind: KindSeat, Seat: seat, Project: project, Workspace: workspace}
+	return k, k.Validate()
+}
+
+// SessionKey returns the key of a session, validated as SeatKey's values are.
+func SessionKey(session string) (Key, error) {
+	k := Key{Kind: KindSession, Session: session}
+	return k, k.Validate()
+}
+
+// members returns the key's members in the order the on-disk format fixes.
+func (k Key) members() [][2]string {
+	switch k.Kind {
+	case KindSeat:
+		return [][2]string{{"kind", string(KindSeat)}, {"seat", k.Seat}, {"project", k.Project}, {"workspace", k.Workspace}}
+	case KindSession:
+		return [][2]string{{"kind", string(KindSession)}, {"session", k.Session}}
+	}
+	return nil
+}
+
+// Validate reports whether k is a well-formed key.
+func (k Key) Validate() error {
+	var ms [][2]string
+	switch k.Kind {
+	case KindSeat:
+		if k.Session != "" {
+			return &KeyError{Field: "session", Value: k.Session, Reason: "a seat key has no session"}
+		}
+		ms = k.members()
+	case KindSession:
+		if k.Seat != "" || k.Project != "" || k.Workspace != "" {
+			return &KeyError{Field: "seat", Value: k.Seat, Reason: "a session key has no seat, project or workspace"}
+		}
+		ms = k.members()
+	default:
+		return &KeyError{Field: "kind", Value: string(k.Kind), Reason: `kind must be "seat" or "session"`}
+	}
+	for _, m := range ms[1:] {
+		if err := validValue(m[0], m[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validValue(field, v string) error {
+	switch {
+	case v == "":
+		return &KeyError{Field: field, Value: v, Reason: "must not be empty"}
+	case len(v) > MaxKeyValueLen:
+		return &KeyError{Field: field, Value: v[:64] + "…", Reason: fmt.Sprintf("is %d bytes; the limit is %d", len(v), MaxKeyValueLen)}
+	case !utf8.ValidString(v):
+		return &KeyError{Field: field, Value: v, Reason: "is not valid UTF-8"}
+	case strings.IndexByte(v, 0) >= 0:
+		return &KeyError{Field: field, Value: v, Reason: "contains a NUL byte"}
+	}
+	return nil
+}
+
+// JSON returns the key serialised exactly as ECMAScript JSON.stringify does
+// it, which is what the on-disk format hashes and stores. It differs from
+// encoding/json: no HTML escaping, U+2028 and U+2029 literal, and control
+// characters escaped as \uXXXX with lowercase hex.
+func (k Key) JSON() []byte {
+	var b []byte
+	b = append(b, '{')
+	for i, m := range k.members() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSString(b, m[0])
+		b = append(b, ':')
+		b = appendJSString(b, m[1])
+	}
+	return append(b, '}')
+}
+
+// appendJSString appends s as JSON.stringify quotes a string. s must be
+// valid UTF-8 (keys are validated; a lone surrogate cannot occur).
+func appendJSString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			b = append(b, '\\', '"')
+		case c == '\\':
+			b = append(b, '\\', '\\')
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// Hash returns the name of the key's directory: the first 32 lowercase hex
+// digits of SHA-256 over k.JSON().
+func (k Key) Hash() string {
+	sum := sha256.Sum256(k.JSON())
+	return hex.EncodeToString(sum[:16])
+}
+
+// String returns a short human form, for messages.
+func (k Key) String() string {
+	switch k.Kind {
+	case KindSeat:
+		return fmt.Sprintf("seat %q (project %q, workspace %q)", k.Seat, k.Project, k.Workspace)
+	case KindSession:
+		return fmt.Sprintf("session %q", k.Session)
+	}
+	return fmt.Sprintf("invalid key of kind %q", k.Kind)
+}

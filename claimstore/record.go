@@ -1,0 +1,590 @@
+package claimstore
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/claimstore/claimstore/hostid"
+)
+
+// RecordVersion is the version of the record format, and RecordKind its kind.
+const (
+	RecordVersion = 1
+	RecordKind    = "writer-claim"
+)
+
+// State is the state of one revision. The order of conservatism is
+// Uncertain > Stopping > Active > Reserved > Stopped.
+type State string
+
+const (
+	Uncertain State = "uncertain"
+	Stopping  State = "stopping"
+	Active    State = "active"
+	Reserved  State = "reserved"
+	Stopped   State = "stopped"
+)
+
+// States lists the states, most conservative first.
+var States = []State{Uncertain, Stopping, Active, Reserved, Stopped}
+
+func (s State) rank() int {
+	for i, x := range States {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// Valid reports whether s is one of the five states.
+func (s State) Valid() bool { return s.rank() >= 0 }
+
+// Conservative returns the more conservative of a and b. An invalid state is
+// treated as Uncertain: nothing unknown is ever read as less held.
+func Conservative(a, b State) State {
+	ra, rb := a.rank(), b.rank()
+	if ra < 0 || rb < 0 {
+		return Uncertain
+	}
+	if ra <= rb {
+		return a
+	}
+	return b
+}
+
+// ProofKind is the kind of a proof that a claim is over.
+type ProofKind string
+
+const (
+	// ProofCohort is a supervisor's proof that its writer cohort stopped.
+	ProofCohort ProofKind = "cohortProof"
+	// ProofBoot names a boot proof: the claim's boot has ended on this machine.
+	ProofBoot ProofKind = "boot"
+	// ProofNoUnit says nothing was ever spawned for the claim.
+	ProofNoUnit ProofKind = "no-unit"
+)
+
+func (k ProofKind) valid() bool { return k == ProofCohort || k == ProofBoot || k == ProofNoUnit }
+
+// Proof is the proof a stopped revision carries. Members beyond kind and ref
+// are kept as read and written back unchanged.
+type Proof struct {
+	Kind ProofKind
+	Ref  string // "" is written as null
+	raw  json.RawMessage
+}
+
+// NewProof returns a proof of kind k referring to ref ("" for none).
+func NewProof(k ProofKind, ref string) *Proof { return &Proof{Kind: k, Ref: ref} }
+
+// MarshalJSON writes the proof as read, or {kind, ref} for a new one.
+func (p *Proof) MarshalJSON() ([]byte, error) {
+	if p.raw != nil {
+		return p.raw, nil
+	}
+	var ref any
+	if p.Ref != "" {
+		ref = p.Ref
+	}
+	return marshal(map[string]any{"kind": p.Kind, "ref": ref}, "kind", "ref")
+}
+
+func (p *Proof) equal(q *Proof) bool {
+	if p == nil || q == nil {
+		return p == q
+	}
+	a, _ := p.MarshalJSON()
+	b, _ := q.MarshalJSON()
+	return bytes.Equal(compact(a), compact(b))
+}
+
+// Host is the machine a claim was taken on.
+type Host struct {
+	MachineID string
+	BootID    string
+	raw       json.RawMessage
+}
+
+// MarshalJSON writes the host as read, or {machineId, bootId} for a new one.
+func (h Host) MarshalJSON() ([]byte, error) {
+	if h.raw != nil {
+		return h.raw, nil
+	}
+	return marshal(map[string]any{"machineId": h.MachineID, "bootId": h.BootID}, "machineId", "bootId")
+}
+
+// Owner is the process that owns a claim, as the record keeps it.
+// Incarnation is the caller's own counter (any JSON value).
+type Owner struct {
+	PID         int             `json:"pid"`
+	Start       string          `json:"start"`
+	Boot        string          `json:"boot,omitempty"`
+	Incarnation json.RawMessage `json:"incarnation,omitempty"`
+}
+
+// Identity returns the process identity hostid judges.
+func (o Owner) Identity() hostid.Owner { return hostid.Owner{PID: o.PID, Start: o.Start, Boot: o.Boot} }
+
+// Field is one member of a record that the store carries without
+// interpreting: a binding field, or a member a newer writer added.
+type Field struct {
+	Name  string
+	Value json.RawMessage
+}
+
+// Fields is an ordered list of record members.
+type Fields []Field
+
+// Get returns the value of the named member.
+func (fs Fields) Get(name string) (json.RawMessage, bool) {
+	for _, f := range fs {
+		if f.Name == name {
+			return f.Value, true
+		}
+	}
+	return nil, false
+}
+
+// Set replaces the named member's value in place, or appends it.
+func (fs *Fields) Set(name string, v json.RawMessage) {
+	for i := range *fs {
+		if (*fs)[i].Name == name {
+			(*fs)[i].Value = v
+			return
+		}
+	}
+	*fs = append(*fs, Field{name, v})
+}
+
+func (fs Fields) clone() Fields {
+	out := make(Fields, len(fs))
+	copy(out, fs)
+	return out
+}
+
+// Record is one revision of a key: the writer claim as it stood when the
+// revision was published.
+//
+// The store interprets only the members it needs (claim id, state, proof,
+// host, and the owner, unit name, spawn marker and stop request in Fields);
+// every other member is kept in Fields as raw JSON and carried forward
+// unchanged into the next revision the store publishes for the claim.
+type Record struct {
+	ClaimID   string
+	State     State
+	Proof     *Proof
+	Host      Host
+	Fields    Fields
+	Key       Key    // publication: the key the revision was published on
+	Revision  uint64 // publication: the revision number
+	WrittenAt string // publication: RFC 3339 UTC with milliseconds; informational only
+}
+
+// Member names the store interprets inside Fields.
+const (
+	fieldOwner       = "owner"
+	fieldUnitName    = "unitName"
+	fieldSpawnMarker = "spawnMarker"
+	fieldStop        = "stop"
+)
+
+// recordOrder is the order of the reference record's members; records are
+// written in this order, with members it does not name before "key".
+var recordOrder = []string{
+	"version", "kind", "claimId", "bindingId", "harness", "conversation", "branch", "leaf", "pins",
+	"host", "owner", "unitName", "spawnMarker", "invocationId", "engine", "shim", "generation",
+	"state", "proof", "stop", "prior", "execution", "cohortRef",
+}
+
+// reserved are the members a patch may not set: the store owns them.
+var reserved = map[string]bool{"version": true, "kind": true, "claimId": true, "key": true, "revision": true, "writtenAt": true, "host": true}
+
+// Owner decodes the record's owner. A missing or malformed owner is an
+// error: callers judge such an owner invalid, which holds the claim.
+func (r *Record) Owner() (Owner, error) {
+	raw, ok := r.Fields.Get(fieldOwner)
+	if !ok || isNull(raw) {
+		return Owner{}, errors.New("no owner recorded")
+	}
+	var o struct {
+		PID         json.Number     `json:"pid"`
+		Start       json.RawMessage `json:"start"`
+		Boot        json.RawMessage `json:"boot"`
+		Incarnation json.RawMessage `json:"incarnation"`
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&o); err != nil {
+		return Owner{}, fmt.Errorf("owner %s: %v", raw, err)
+	}
+	pid, err := strconv.ParseInt(string(o.PID), 10, 32)
+	if err != nil || pid <= 0 {
+		return Owner{}, fmt.Errorf("owner pid %q is not a process id", o.PID)
+	}
+	out := Owner{PID: int(pid), Incarnation: o.Incarnation}
+	if out.Start, err = optString(o.Start); err != nil {
+		return Owner{}, fmt.Errorf("owner start: %v", err)
+	}
+	if out.Boot, err = optString(o.Boot); err != nil {
+		return Owner{}, fmt.Errorf("owner boot: %v", err)
+	}
+	return out, nil
+}
+
+// optString decodes a string or a number (the start time may be written as
+// either), with null or absent as "".
+func optString(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return n.String(), nil
+	}
+	return "", fmt.Errorf("%s is neither a string nor a number", raw)
+}
+
+// UnitName returns the systemd unit the claim's writer runs in, or "".
+func (r *Record) UnitName() string {
+	raw, _ := r.Fields.Get(fieldUnitName)
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// SpawnMarker reports whether the record says a writer may have been spawned.
+func (r *Record) SpawnMarker() bool {
+	raw, _ := r.Fields.Get(fieldSpawnMarker)
+	return truthy(raw)
+}
+
+// StopRequested reports whether the record carries a stop request.
+func (r *Record) StopRequested() bool {
+	raw, _ := r.Fields.Get(fieldStop)
+	return truthy(raw)
+}
+
+// held reports whether a valid record holds its key: anything but stopped
+// with a proof.
+func (r *Record) held() bool { return !(r.State == Stopped && r.Proof != nil) }
+
+// clone returns a copy that shares no mutable state with r.
+func (r *Record) clone() *Record {
+	c := *r
+	c.Fields = r.Fields.clone()
+	if r.Proof != nil {
+		p := *r.Proof
+		c.Proof = &p
+	}
+	return &c
+}
+
+// Marshal returns the record as it is stored: one JSON object and a newline.
+func (r *Record) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	n := 0
+	member := func(name string, v []byte) {
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+		b.Write(appendJSString(nil, name))
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	known := map[string]bool{}
+	for _, name := range recordOrder {
+		known[name] = true
+		switch name {
+		case "version":
+			member(name, []byte(strconv.Itoa(RecordVersion)))
+		case "kind":
+			member(name, appendJSString(nil, RecordKind))
+		case "claimId":
+			member(name, appendJSString(nil, r.ClaimID))
+		case "host":
+			v, err := r.Host.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			member(name, v)
+		case "state":
+			member(name, appendJSString(nil, string(r.State)))
+		case "proof":
+			if r.Proof == nil {
+				member(name, []byte("null"))
+				continue
+			}
+			v, err := r.Proof.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			member(name, v)
+		default:
+			if v, ok := r.Fields.Get(name); ok {
+				member(name, compact(v))
+			}
+		}
+	}
+	for _, f := range r.Fields {
+		if !known[f.Name] && !reserved[f.Name] {
+			member(f.Name, compact(f.Value))
+		}
+	}
+	member("key", r.Key.JSON())
+	member("revision", []byte(strconv.FormatUint(r.Revision, 10)))
+	member("writtenAt", appendJSString(nil, r.WrittenAt))
+	b.WriteString("}\n")
+	return b.Bytes(), nil
+}
+
+// DamageError says why a revision is damaged. The key holding it reads as
+// Uncertain until an operator repairs it.
+type DamageError struct {
+	Reason string
+}
+
+func (e *DamageError) Error() string { return "damaged revision: " + e.Reason }
+
+var claimIDRe = regexp.MustCompile(`^c[0-9a-f]{24}$`)
+
+// ValidClaimID reports whether id is a claim id: "c" and 24 lowercase hex digits.
+func ValidClaimID(id string) bool { return claimIDRe.MatchString(id) }
+
+// NewClaimID returns a fresh random claim id.
+func NewClaimID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("claimstore: crypto/rand failed: " + err.Error())
+	}
+	return "c" + hex.EncodeToString(b[:])
+}
+
+// DecodeRecord decodes the contents of revision n of key. It accepts exactly
+// what the reference implementation accepts as a valid revision; anything
+// else is a *DamageError. It never panics, whatever data holds.
+func DecodeRecord(data []byte, key Key, n uint64) (*Record, error) {
+	members, err := decodeObject(data)
+	if err != nil {
+		return nil, &DamageError{Reason: "not a JSON object: " + err.Error()}
+	}
+	get := func(name string) (json.RawMessage, bool) { return members.Get(name) }
+	if v, _ := get("version"); !numberIs(v, RecordVersion) {
+		return nil, &DamageError{Reason: fmt.Sprintf("version is %s, want %d", show(v), RecordVersion)}
+	}
+	if v, _ := get("kind"); !stringIs(v, RecordKind) {
+		return nil, &DamageError{Reason: fmt.Sprintf("kind is %s, want %q", show(v), RecordKind)}
+	}
+	if v, _ := get("revision"); !numberIs(v, float64(n)) {
+		return nil, &DamageError{Reason: fmt.Sprintf("revision is %s, but the file name says %d", show(v), n)}
+	}
+	if v, _ := get("key"); !keyIs(v, key) {
+		return nil, &DamageError{Reason: fmt.Sprintf("key is %s, but the directory belongs to %s", show(v), key.JSON())}
+	}
+	r := &Record{Key: key, Revision: n}
+	if v, _ := get("claimId"); json.Unmarshal(v, &r.ClaimID) != nil || !ValidClaimID(r.ClaimID) {
+		return nil, &DamageError{Reason: fmt.Sprintf("claimId %s is not a claim id", show(v))}
+	}
+	if v, _ := get("state"); json.Unmarshal(v, &r.State) != nil || !r.State.Valid() {
+		return nil, &DamageError{Reason: fmt.Sprintf("state %s is not a state", show(v))}
+	}
+	hv, _ := get("host")
+	hv = bytes.TrimSpace(hv)
+	if len(hv) == 0 || (hv[0] != '{' && hv[0] != '[') {
+		return nil, &DamageError{Reason: fmt.Sprintf("host %s is not an object", show(hv))}
+	}
+	r.Host.raw = compact(hv)
+	var h struct {
+		MachineID any `json:"machineId"`
+		BootID    any `json:"bootId"`
+	}
+	if json.Unmarshal(hv, &h) == nil {
+		r.Host.MachineID, _ = h.MachineID.(string)
+		r.Host.BootID, _ = h.BootID.(string)
+	}
+	pv, ok := get("proof")
+	if !ok {
+		return nil, &DamageError{Reason: "proof is missing"}
+	}
+	if !isNull(pv) {
+		var p struct {
+			Kind any `json:"kind"`
+			Ref  any `json:"ref"`
+		}
+		pv = bytes.TrimSpace(pv)
+		if len(pv) == 0 || pv[0] != '{' || json.Unmarshal(pv, &p) != nil {
+			return nil, &DamageError{Reason: fmt.Sprintf("proof %s is not an object", show(pv))}
+		}
+		kind, _ := p.Kind.(string)
+		if !ProofKind(kind).valid() {
+			return nil, &DamageError{Reason: fmt.Sprintf("proof kind %s is not a proof kind", show(pv))}
+		}
+		r.Proof = &Proof{Kind: ProofKind(kind), raw: compact(pv)}
+		r.Proof.Ref, _ = p.Ref.(string)
+	}
+	if v, ok := get("writtenAt"); ok {
+		_ = json.Unmarshal(v, &r.WrittenAt)
+	}
+	for _, m := range members {
+		switch m.Name {
+		case "version", "kind", "claimId", "state", "host", "proof", "key", "revision", "writtenAt":
+		default:
+			r.Fields = append(r.Fields, Field{m.Name, compact(m.Value)})
+		}
+	}
+	return r, nil
+}
+
+// decodeObject decodes one JSON object into its members in order. A member
+// named twice keeps its first position and its last value, as JSON.parse
+// does. Trailing data other than white space is an error.
+func decodeObject(data []byte) (Fields, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok != json.Delim('{') {
+		return nil, fmt.Errorf("starts with %v", tok)
+	}
+	var fs Fields
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return nil, fmt.Errorf("member name %v", tok)
+		}
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+		fs.Set(name, v)
+	}
+	if _, err := d.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("data after the object")
+	}
+	return fs, nil
+}
+
+// keyIs reports whether raw serialises, as JSON.stringify would, to the
+// same text as k: the same members in the same order with the same values.
+func keyIs(raw json.RawMessage, k Key) bool {
+	ms, err := decodeObject(raw)
+	want := k.members()
+	if err != nil || len(ms) != len(want) {
+		return false
+	}
+	for i, m := range ms {
+		var s string
+		if m.Name != want[i][0] || json.Unmarshal(m.Value, &s) != nil || s != want[i][1] {
+			return false
+		}
+	}
+	return true
+}
+
+func numberIs(raw json.RawMessage, want float64) bool {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
+		return false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return err == nil && f == want
+}
+
+func stringIs(raw json.RawMessage, want string) bool {
+	var s string
+	return json.Unmarshal(raw, &s) == nil && s == want
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// truthy reports whether raw is a truthy JavaScript value.
+func truthy(raw json.RawMessage) bool {
+	s := string(bytes.TrimSpace(raw))
+	switch s {
+	case "", "null", "false", `""`:
+		return false
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return f != 0
+	}
+	return true
+}
+
+func compact(raw []byte) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+func show(raw json.RawMessage) string {
+	if raw == nil {
+		return "missing"
+	}
+	s := string(compact(raw))
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
+}
+
+// marshal writes m's members in the given order, as JSON.stringify would.
+func marshal(m map[string]any, order ...string) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range order {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(appendJSString(nil, k))
+		b.WriteByte(':')
+		v, err := jsJSON(m[k])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// jsJSON encodes v without HTML escaping. It may escape U+2028 and U+2029
+// where JSON.stringify would not; both parse to the same value, and only key
+// serialisation (Key.JSON) must match byte for byte.
+func jsJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// timestamp formats t as the record's writtenAt does.
+func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }

@@ -1,0 +1,613 @@
+package claimstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/claimstore/claimstore/hostid"
+)
+
+// Options configure a Store. A nil *Options means all defaults.
+type Options struct {
+	// FS is the filesystem the directory backend uses. Default: OSFS.
+	FS FS
+	// Backend replaces the directory backend altogether. Default: the
+	// directory backend on FS at the root.
+	Backend Backend
+	// Host presents the machine: its machine id and boot id, and process
+	// identities. Default: hostid.System.
+	Host hostid.Host
+	// Barrier, when set, is called at every barrier point.
+	Barrier BarrierFunc
+	// Now is the clock for writtenAt. Default: time.Now. The store never
+	// decides anything by it.
+	Now func() time.Time
+	// Retries bounds how often an operation that lost a link race
+	// re-reads and re-decides. Default: 4.
+	Retries int
+}
+
+// Store is a claim store on one root. Its methods are safe for concurrent
+// use by multiple goroutines; exclusion between writers, in this process or
+// any other, comes from the publish protocol, not from locks.
+type Store struct {
+	root    string
+	be      Backend
+	host    hostid.Host
+	barrier BarrierFunc
+	now     func() time.Time
+	retries int
+}
+
+// Open returns a store on the claim root. The root need not exist (the
+// first write creates it, mode 0700), but its parent must, and an existing
+// root must be a real directory (not a symlink) that no other user can
+// write into; otherwise the error wraps ErrUnsafeRoot and names the path
+// and the fix. Open touches nothing on disk.
+func Open(root string, opts *Options) (*Store, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	if root == "" {
+		return nil, errors.New("claimstore: a claim root is required")
+	}
+	root = filepath.Clean(root)
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = OSFS
+	}
+	if opts.FS == nil && opts.Backend == nil {
+		if err := checkRoot(root); err != nil {
+			return nil, err
+		}
+	}
+	s := &Store{root: root, be: opts.Backend, host: opts.Host, barrier: opts.Barrier, now: opts.Now, retries: opts.Retries}
+	if s.be == nil {
+		s.be = NewDirBackend(fsys, root)
+	}
+	if s.host == nil {
+		s.host = hostid.System
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.retries <= 0 {
+		s.retries = 4
+	}
+	return s, nil
+}
+
+// Root returns the store's claim root.
+func (s *Store) Root() string { return s.root }
+
+// Backend returns the store's backend.
+func (s *Store) Backend() Backend { return s.be }
+
+// Host returns the host the store judges owners and boots on.
+func (s *Store) Host() hostid.Host { return s.host }
+
+// KeyDir returns the directory of k's history under the root.
+func (s *Store) KeyDir(k Key) string { return filepath.Join(s.root, string(k.Kind), k.Hash()) }
+
+// Self returns an owner for the calling process with the given incarnation
+// (any JSON-encodable value, or nil), to pass to Acquire.
+func (s *Store) Self(incarnation any) (Owner, error) {
+	id, err := hostid.Self(s.host)
+	if err != nil {
+		return Owner{}, err
+	}
+	o := Owner{PID: id.PID, Start: id.Start, Boot: id.Boot}
+	if incarnation != nil {
+		if o.Incarnation, err = jsJSON(incarnation); err != nil {
+			return Owner{}, err
+		}
+	}
+	return o, nil
+}
+
+// Head is a key's highest revision as read.
+type Head struct {
+	Key    Key
+	N      uint64  // the highest revision number; 0: the key has none
+	Record *Record // nil when N is 0 or the revision is damaged
+	// Damage says why revision N is damaged (invalid, unreadable, not a
+	// regular file), or is nil. A damaged head holds the key as Uncertain.
+	Damage error
+}
+
+// Held reports whether the head holds its key: it does unless it is
+// absent or stopped with a proof.
+func (h *Head) Held() bool {
+	if h.N == 0 {
+		return false
+	}
+	return h.Record == nil || h.Record.held()
+}
+
+// State returns the state the key reads as: Stopped when free, Uncertain
+// when damaged or stopped without a proof, else the head's state.
+func (h *Head) State() State {
+	switch {
+	case h.N == 0:
+		return Stopped
+	case h.Record == nil:
+		return Uncertain
+	case h.Record.State == Stopped && h.Record.Proof == nil:
+		return Uncertain
+	}
+	return h.Record.State
+}
+
+// Head reads key k's highest revision. A head that cannot be determined at
+// all (an I/O error, a key directory that is a symlink) is an error; a
+// highest revision that does not validate or cannot be read is returned as
+// damaged.
+func (s *Store) Head(k Key) (*Head, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	n, data, rerr, err := s.be.Head(k.Loc())
+	if err != nil {
+		return nil, err
+	}
+	h := &Head{Key: k, N: n}
+	switch {
+	case n == 0:
+	case rerr != nil:
+		h.Damage = rerr
+	default:
+		h.Record, h.Damage = DecodeRecord(data, k, n)
+		if h.Damage != nil {
+			h.Damage = &fs.PathError{Op: "decode", Path: filepath.Join(s.KeyDir(k), RevisionName(n)), Err: h.Damage}
+		}
+	}
+	return h, nil
+}
+
+// Revision is one revision of a key's history.
+type Revision struct {
+	N      uint64
+	Record *Record // nil when damaged
+	Data   []byte  // the file's contents as read
+	Damage error
+}
+
+// Revisions returns k's whole history, oldest first. Its cost grows with
+// the history; Head's does not.
+func (s *Store) Revisions(k Key) ([]Revision, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	nums, _, err := s.be.List(k.Loc())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Revision, 0, len(nums))
+	for _, n := range nums {
+		r := Revision{N: n}
+		r.Data, err = s.be.Read(k.Loc(), n)
+		if err != nil {
+			r.Damage = err
+		} else if r.Record, err = DecodeRecord(r.Data, k, n); err != nil {
+			r.Damage = err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Pair is the view of a claim's two keys.
+type Pair struct {
+	Seat, Session *Head
+}
+
+// State returns the pair state: the more conservative of the two keys.
+func (p *Pair) State() State { return Conservative(p.Seat.State(), p.Session.State()) }
+
+// Held reports whether either key is held.
+func (p *Pair) Held() bool { return p.Seat.Held() || p.Session.Held() }
+
+// Pair reads both keys' heads.
+func (s *Store) Pair(seat, session Key) (*Pair, error) {
+	if err := checkKinds(seat, session); err != nil {
+		return nil, err
+	}
+	sh, err := s.Head(seat)
+	if err != nil {
+		return nil, err
+	}
+	ss, err := s.Head(session)
+	if err != nil {
+		return nil, err
+	}
+	return &Pair{Seat: sh, Session: ss}, nil
+}
+
+func checkKinds(seat, session Key) error {
+	if err := seat.Validate(); err != nil {
+		return err
+	}
+	if err := session.Validate(); err != nil {
+		return err
+	}
+	if seat.Kind != KindSeat {
+		return &KeyError{Field: "kind", Value: string(seat.Kind), Reason: "the first key of a pair must be a seat key"}
+	}
+	if session.Kind != KindSession {
+		return &KeyError{Field: "kind", Value: string(session.Kind), Reason: "the second key of a pair must be a session key"}
+	}
+	return nil
+}
+
+// Refusal explains why a held pair refuses a new claim. It returns nil
+// when neither key is held.
+func (s *Store) Refusal(p *Pair) *Refusal {
+	var heads []*Head
+	for _, h := range []*Head{p.Seat, p.Session} {
+		if h.Held() {
+			heads = append(heads, h)
+		}
+	}
+	if len(heads) == 0 {
+		return nil
+	}
+	keys := []Key{p.Seat.Key, p.Session.Key}
+	mine, merr := s.host.MachineID()
+	for _, h := range heads {
+		if h.Record != nil && (merr != nil || h.Record.Host.MachineID != mine) {
+			if merr != nil {
+				return refuse(ForeignHost, h.Record.ClaimID, fmt.Sprintf("%s is held by claim %s and this machine's id cannot be read", h.Key, h.Record.ClaimID), merr, keys...)
+			}
+			return refuse(ForeignHost, h.Record.ClaimID, fmt.Sprintf("%s is held by claim %s taken on machine %q; this is machine %s", h.Key, h.Record.ClaimID, h.Record.Host.MachineID, mine), nil, keys...)
+		}
+	}
+	for _, h := range heads {
+		if h.Record == nil {
+			return refuse(UnsafeReplacement, "", fmt.Sprintf("%s has a damaged head revision %d", h.Key, h.N), h.Damage, keys...)
+		}
+	}
+	if len(heads) == 2 && heads[0].Record.ClaimID != heads[1].Record.ClaimID {
+		return refuse(UnsafeReplacement, "", fmt.Sprintf("%s is held by claim %s but %s by claim %s", heads[0].Key, heads[0].Record.ClaimID, heads[1].Key, heads[1].Record.ClaimID), nil, keys...)
+	}
+	state := Stopped
+	for _, h := range heads {
+		state = Conservative(state, h.State())
+	}
+	id := heads[0].Record.ClaimID
+	reason := fmt.Sprintf("%s is held by claim %s in state %s", heads[0].Key, id, state)
+	if state == Reserved || state == Active {
+		if o, err := heads[0].Record.Owner(); err == nil {
+			reason += fmt.Sprintf(" (owner pid %d)", o.PID)
+		}
+		return refuse(AlreadyActive, id, reason, nil, keys...)
+	}
+	return refuse(UnsafeReplacement, id, reason, nil, keys...)
+}
+
+// Claim is a writer claim this store published. It records the revisions
+// the claim last published on each key: every later step is fenced on them.
+// A Claim is not safe for concurrent use.
+type Claim struct {
+	ID         string
+	Seat       Key
+	Session    Key
+	SeatRev    uint64
+	SessionRev uint64
+	Record     *Record // the claim's latest record
+}
+
+// AcquireFields are the fields of a new claim.
+type AcquireFields struct {
+	// ClaimID is the new claim's id; "" means a fresh random one.
+	ClaimID string
+	// Owner is the supervisor process that owns the claim (see Store.Self).
+	Owner Owner
+	// UnitName is the systemd unit the writer will run in; "" means the
+	// reference's default, "mosaic-chat-<claim id>".
+	UnitName string
+	// Fields are further members to record (bindingId, harness,
+	// conversation, branch, leaf, pins, generation, prior, execution,
+	// cohortRef, or anything else), each JSON-encoded as given.
+	Fields map[string]any
+}
+
+// UnitNameFor returns the reference implementation's unit name for a claim.
+func UnitNameFor(claimID string) string { return "mosaic-chat-" + claimID }
+
+func (s *Store) newRecord(f AcquireFields) (*Record, error) {
+	id := f.ClaimID
+	if id == "" {
+		id = NewClaimID()
+	} else if !ValidClaimID(id) {
+		return nil, fmt.Errorf("claim id %q is not \"c\" and 24 lowercase hex digits", id)
+	}
+	if f.Owner.PID <= 0 {
+		return nil, fmt.Errorf("owner pid %d is not a process id (use Store.Self)", f.Owner.PID)
+	}
+	machine, err := s.host.MachineID()
+	if err != nil {
+		return nil, fmt.Errorf("cannot record the host: %w", err)
+	}
+	boot, err := s.host.BootID()
+	if err != nil {
+		return nil, fmt.Errorf("cannot record the host: %w", err)
+	}
+	unit := f.UnitName
+	if unit == "" {
+		unit = UnitNameFor(id)
+	}
+	owner, err := jsJSON(f.Owner)
+	if err != nil {
+		return nil, err
+	}
+	r := &Record{ClaimID: id, State: Reserved, Host: Host{MachineID: machine, BootID: boot}}
+	null := json.RawMessage("null")
+	r.Fields.Set(fieldOwner, owner)
+	r.Fields.Set(fieldUnitName, appendJSString(nil, unit))
+	r.Fields.Set(fieldSpawnMarker, json.RawMessage("false"))
+	r.Fields.Set("invocationId", null)
+	r.Fields.Set("engine", null)
+	r.Fields.Set("shim", null)
+	for _, name := range []string{"stop", "prior", "execution", "cohortRef"} {
+		r.Fields.Set(name, null)
+	}
+	if err := applyFields(&r.Fields, f.Fields); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func deleteField(fs Fields, name string) Fields {
+	out := fs[:0]
+	for _, f := range fs {
+		if f.Name != name {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func applyFields(dst *Fields, m map[string]any) error {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sortStrings(names)
+	for _, name := range names {
+		if reserved[name] || name == "state" || name == "proof" {
+			return fmt.Errorf("%w: member %q is the store's own", ErrBadPatch, name)
+		}
+		raw, err := jsJSON(m[name])
+		if err != nil {
+			return fmt.Errorf("%w: member %q: %v", ErrBadPatch, name, err)
+		}
+		dst.Set(name, raw)
+	}
+	return nil
+}
+
+func (s *Store) pause(p Point) error {
+	if s.barrier == nil {
+		return nil
+	}
+	return s.barrier(p)
+}
+
+// publish publishes rec as revision n of k. It reports false, nil when
+// another writer won revision n.
+func (s *Store) publish(k Key, n uint64, rec *Record) (bool, error) {
+	r := rec.clone()
+	r.Key = k
+	r.Revision = n
+	r.WrittenAt = timestamp(s.now())
+	data, err := r.Marshal()
+	if err != nil {
+		return false, err
+	}
+	hook := func(b Barrier) error { return s.pause(Point{Barrier: b, Key: k, Revision: n, ClaimID: rec.ClaimID}) }
+	err = s.be.Publish(k.Loc(), n, data, hook)
+	if errors.Is(err, ErrRevisionExists) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Acquire takes a new writer claim on both keys: it publishes the claim,
+// reserved, on the seat key and then on the session key. It refuses (a
+// *Refusal) when either key is held. If the session key is taken between
+// the two steps, it closes its own seat revision as stopped with a no-unit
+// proof (nothing was spawned) and refuses. A lost link race re-reads and
+// re-decides, a bounded number of times.
+//
+// An error other than a refusal leaves the claim's state unknown to the
+// caller: at worst the seat key is held by a reserved claim with nothing
+// spawned, which classify frees with a no-unit proof.
+func (s *Store) Acquire(seat, session Key, f AcquireFields) (*Claim, error) {
+	if err := checkKinds(seat, session); err != nil {
+		return nil, err
+	}
+	rec, err := s.newRecord(f)
+	if err != nil {
+		return nil, err
+	}
+	for range s.retries {
+		p, err := s.Pair(seat, session)
+		if err != nil {
+			return nil, err
+		}
+		if r := s.Refusal(p); r != nil {
+			return nil, r
+		}
+		won, err := s.publish(seat, p.Seat.N+1, rec)
+		if err != nil {
+			return nil, err
+		}
+		if !won {
+			continue
+		}
+		seatRev := p.Seat.N + 1
+		if err := s.pause(Point{Barrier: BarrierBetweenKeys, Key: seat, Revision: seatRev, ClaimID: rec.ClaimID}); err != nil {
+			return nil, err
+		}
+		now, err := s.Head(session)
+		if err != nil {
+			return nil, err
+		}
+		won = false
+		if !now.Held() {
+			if won, err = s.publish(session, now.N+1, rec); err != nil {
+				return nil, err
+			}
+		}
+		if !won {
+			// Nothing was spawned under this claim: close the seat revision
+			// with a no-unit proof so that it does not hold the seat.
+			closed := rec.clone()
+			closed.State = Stopped
+			closed.Proof = NewProof(ProofNoUnit, "")
+			if _, err := s.publish(seat, seatRev+1, closed); err != nil {
+				return nil, err
+			}
+			p, err := s.Pair(seat, session)
+			if err != nil {
+				return nil, err
+			}
+			if r := s.Refusal(p); r != nil {
+				return nil, r
+			}
+			return nil, refuse(UnsafeReplacement, rec.ClaimID, fmt.Sprintf("%s changed while it was being claimed", session), nil, seat, session)
+		}
+		return &Claim{ID: rec.ClaimID, Seat: seat, Session: session, SeatRev: seatRev, SessionRev: now.N + 1, Record: rec}, nil
+	}
+	return nil, refuse(UnsafeReplacement, "", fmt.Sprintf("%s changed during every one of %d attempts", seat, s.retries), nil, seat, session)
+}
+
+// Patch is a change to a claim's record.
+type Patch struct {
+	// State is the new state; "" keeps the current one.
+	State State
+	// Proof is the proof to record; nil keeps the current one.
+	Proof *Proof
+	// Fields are members to set, each JSON-encoded as given. They may not
+	// name the members the store owns (ErrBadPatch).
+	Fields map[string]any
+}
+
+func (c *Claim) check() error {
+	if c == nil || c.Record == nil || c.Seat.Kind != KindSeat || c.Session.Kind != KindSession {
+		return ErrNotOwned
+	}
+	return nil
+}
+
+// Advance publishes the patched record on the seat key and then on the
+// session key. Each key's head must still be the revision this claim last
+// published there; otherwise it refuses with unsafe-replacement and
+// publishes nothing more. c is updated as each key's revision lands, so a
+// call cut between the keys can be retried with the same claim.
+func (s *Store) Advance(c *Claim, p Patch) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if p.State != "" && !p.State.Valid() {
+		return fmt.Errorf("%w: state %q", ErrBadPatch, p.State)
+	}
+	if p.Proof != nil && !p.Proof.Kind.valid() {
+		return fmt.Errorf("%w: proof kind %q", ErrBadPatch, p.Proof.Kind)
+	}
+	next := c.Record.clone()
+	if p.State != "" {
+		next.State = p.State
+	}
+	if p.Proof != nil {
+		next.Proof = p.Proof
+	}
+	if err := applyFields(&next.Fields, p.Fields); err != nil {
+		return err
+	}
+	return s.step(c, next)
+}
+
+// step publishes next on both keys of c, seat first, fenced on c's revisions.
+func (s *Store) step(c *Claim, next *Record) error {
+	for _, k := range []Key{c.Seat, c.Session} {
+		rev := &c.SeatRev
+		if k.Kind == KindSession {
+			rev = &c.SessionRev
+		}
+		h, err := s.Head(k)
+		if err != nil {
+			return err
+		}
+		if h.Record == nil || h.N != *rev || h.Record.ClaimID != c.ID {
+			what := fmt.Sprintf("its head is revision %d, not this claim's revision %d", h.N, *rev)
+			if h.N == *rev && h.Damage != nil {
+				what = fmt.Sprintf("its head revision %d is damaged", h.N)
+			}
+			return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("%s moved under claim %s: %s", k, c.ID, what), h.Damage, c.Seat, c.Session)
+		}
+		won, err := s.publish(k, h.N+1, next)
+		if err != nil {
+			return err
+		}
+		if !won {
+			return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("another writer published revision %d of %s under claim %s", h.N+1, k, c.ID), nil, c.Seat, c.Session)
+		}
+		*rev = h.N + 1
+		c.Record = next
+		if k.Kind == KindSeat {
+			if err := s.pause(Point{Barrier: BarrierBetweenKeys, Key: k, Revision: *rev, ClaimID: c.ID}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Release publishes stopped with the proof on both keys, seat first. The
+// proof says why nothing still runs; a release cut between the keys is
+// completed by Classify.
+func (s *Store) Release(c *Claim, proof *Proof) error {
+	if proof == nil {
+		return fmt.Errorf("%w: a release needs a proof", ErrBadPatch)
+	}
+	return s.Advance(c, Patch{State: Stopped, Proof: proof})
+}
+
+// checkRoot refuses a root that cannot promise exclusion.
+func checkRoot(root string) error {
+	fi, err := os.Lstat(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		parent := filepath.Dir(root)
+		pfi, perr := os.Stat(parent)
+		if perr != nil {
+			return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("its parent cannot be used: %w; create %s first", perr, parent)}
+		}
+		if !pfi.IsDir() {
+			return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: parent %s is not a directory", ErrUnsafeRoot, parent)}
+		}
+		return nil
+	}
+	if err != nil {
+		return &fs.PathError{Op: "open claim root", Path: root, Err: err}
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		target, _ := filepath.EvalSymlinks(root)
+		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: it is a symlink (to %q); use the real directory as the root", ErrUnsafeRoot, target)}
+	}
+	if !fi.IsDir() {
+		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: it is not a directory", ErrUnsafeRoot)}
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: mode %v lets other users write into it; run chmod go-w %s", ErrUnsafeRoot, fi.Mode().Perm(), root)}
+	}
+	if uid, ok := ownerUID(fi); ok && uid != os.Geteuid() && uid != 0 {
+		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: it belongs to uid %d, not to this user (uid %d); use a root of your own", ErrUnsafeRoot, uid, os.Geteuid())}
+	}
+	return nil
+}
