@@ -211,7 +211,13 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 	if oerr != nil {
 		res.Owner, res.OwnerReason = hostid.Invalid, oerr.Error()
 	} else {
-		res.Owner, res.OwnerReason = hostid.Judge(s.host, owner.Identity())
+		who := owner.Identity()
+		if who.Boot == "" {
+			// The owner ran on the recorded host, in its boot: a later
+			// boot ends it even if its pid and start ticks recur.
+			who.Boot = latest.Host.BootID
+		}
+		res.Owner, res.OwnerReason = hostid.Judge(s.host, who)
 	}
 	pair := p.State()
 	if res.Owner != hostid.Gone {

@@ -233,3 +233,5 @@ func TestCompatWithReference(t *testing.T) {
 	}
 	agree("torn head")
 }
+
+func writeFile0400(name, content string) error { return os.WriteFile(name, []byte(content), 0o400) }
