@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/claimstore/claimstore/hostid"
 )
 
@@ -326,6 +328,9 @@ type unreadableProc struct{ *fakeHost }
 func (u unreadableProc) StartTime(pid int) (string, error) {
 	return "", fmt.Errorf("open /proc/%d/stat: permission denied", pid)
 }
+
+// Signal0 says the pid exists but is not ours to signal.
+func (u unreadableProc) Signal0(int) error { return unix.EPERM }
 
 var _ hostid.Host = unreadableProc{}
 
