@@ -13,12 +13,10 @@ import (
 )
 
 const (
-	testMachine = "0123456789abcdef0123456789abcdef"
 	bootA       = "aaaaaaaa-0000-4000-8000-000000000001"
 	bootB       = "bbbbbbbb-0000-4000-8000-000000000002"
 )
 
-var errCrash = errors.New("crash")
 
 func testKeys(t *testing.T) (Key, Key) {
 	t.Helper()
