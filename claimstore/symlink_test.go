@@ -30,3 +30,16 @@ func TestKindDirSymlinkRefused(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestOpenWithOSFSChecksRoot: naming the OS filesystem explicitly must not
+// skip the root's checks.
+func TestOpenWithOSFSChecksRoot(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "root")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(link, &Options{FS: OSFS}); !errors.Is(err, ErrUnsafeRoot) {
+		t.Fatalf("Open(symlink, OSFS) = %v, want ErrUnsafeRoot", err)
+	}
+}
