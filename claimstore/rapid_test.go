@@ -2,13 +2,16 @@ package claimstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
 )
 
@@ -48,6 +51,7 @@ type smClaim struct {
 	// live: the claimant may still use it. A crash (the supervisor died), a
 	// refusal (the claim was broken under it) or a release ends that.
 	live bool
+	pid  int // the owner process
 }
 
 type planMode int
@@ -72,8 +76,34 @@ type plan struct {
 	rogueKeys []Key
 }
 
+// smHost is the machine the state machine runs on: one machine id, a boot
+// that a reboot action replaces, and a process table in which each claim's
+// owner runs until its supervisor dies.
+type smHost struct {
+	boot  string
+	boots int
+	procs map[int]string
+}
+
+func (h *smHost) MachineID() (string, error) { return testMachine, nil }
+func (h *smHost) BootID() (string, error)    { return h.boot, nil }
+func (h *smHost) StartTime(pid int) (string, error) {
+	if s, ok := h.procs[pid]; ok {
+		return s, nil
+	}
+	return "", &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
+}
+func (h *smHost) Signal0(pid int) error {
+	if _, ok := h.procs[pid]; ok {
+		return nil
+	}
+	return unix.ESRCH
+}
+
 type claimMachine struct {
 	t        *rapid.T
+	host     *smHost
+	nextPID  int
 	root     string
 	stores   []*Store
 	operator *Store // reads, and the recover action
@@ -98,15 +128,17 @@ type claimMachine struct {
 
 func newClaimMachine(t *rapid.T, root string) *claimMachine {
 	m := &claimMachine{t: t, root: root, model: map[Key]*keyModel{}, holders: map[Key]string{}, observed: map[string][]byte{}}
+	m.host = &smHost{boot: testBoot, procs: map[int]string{}}
+	m.nextPID = 1000
 	for range smClaimants {
-		s, err := Open(root, &Options{Host: thisHost, Now: fixedNow, Barrier: m.hook})
+		s, err := Open(root, &Options{Host: m.host, Now: fixedNow, Barrier: m.hook})
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.stores = append(m.stores, s)
 	}
 	var err error
-	if m.operator, err = Open(root, &Options{Host: thisHost, Now: fixedNow}); err != nil {
+	if m.operator, err = Open(root, &Options{Host: m.host, Now: fixedNow}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range smSeats {
@@ -247,13 +279,14 @@ func (m *claimMachine) afterRogue(pl *plan) {
 
 func (m *claimMachine) acquire(who int, seat, session Key, pl *plan) {
 	s := m.stores[who]
-	o, err := s.Self(who)
-	if err != nil {
-		m.t.Fatal(err)
-	}
+	// Each claim's supervisor is a process of its own: it runs until the
+	// supervisor dies (a crash) or a reboot ends it.
+	m.nextPID++
+	o := Owner{PID: m.nextPID, Start: "1", Boot: m.host.boot}
+	m.host.procs[o.PID] = "1"
 	m.pending = session
 	var c *Claim
-	err = m.run(pl, func() error {
+	err := m.run(pl, func() error {
 		var err error
 		c, err = s.Acquire(seat, session, AcquireFields{Owner: o})
 		return err
@@ -268,8 +301,9 @@ func (m *claimMachine) acquire(who int, seat, session Key, pl *plan) {
 			m.holders[k] = c.ID
 			*m.model[k] = keyModel{status: kHeld, claim: c.ID}
 		}
-		m.claims = append(m.claims, &smClaim{c: c, owner: who, live: true})
+		m.claims = append(m.claims, &smClaim{c: c, owner: who, live: true, pid: o.PID})
 	case errors.Is(err, errCrash):
+		delete(m.host.procs, o.PID)
 		// Whatever the crashed acquire published is held or not: unknown.
 		for _, k := range []Key{seat, session} {
 			if m.model[k].status == kFree {
@@ -279,6 +313,7 @@ func (m *claimMachine) acquire(who int, seat, session Key, pl *plan) {
 	case errors.As(err, new(*Refusal)):
 		// A refused acquire leaves both keys as they were: it closes any
 		// seat revision it made with stopped + no-unit.
+		delete(m.host.procs, o.PID)
 	default:
 		m.t.Fatalf("Acquire: unexpected error %v", err)
 	}
@@ -336,6 +371,7 @@ func (m *claimMachine) settle(sc *smClaim, err error, release bool) {
 	switch {
 	case err == nil && release:
 		sc.live = false
+		delete(m.host.procs, sc.pid)
 		for _, k := range keys {
 			*m.model[k] = keyModel{status: kFree}
 		}
@@ -344,6 +380,9 @@ func (m *claimMachine) settle(sc *smClaim, err error, release bool) {
 			*m.model[k] = keyModel{status: kHeld, claim: sc.c.ID}
 		}
 	case errors.Is(err, errCrash), errors.As(err, new(*Refusal)):
+		if errors.Is(err, errCrash) {
+			delete(m.host.procs, sc.pid) // the supervisor died
+		}
 		// The supervisor died, or was told its claim broke: it uses the
 		// claim no more. Its keys may be half-stepped. A claim whose
 		// release began was over (the caller had the proof) and holds
@@ -387,6 +426,84 @@ func (m *claimMachine) recover(t *rapid.T) {
 	t.Logf("  operator: closed %v revision %d (claim %s)", k, h.N+1, rec.ClaimID)
 	delete(m.holders, k)
 	*m.model[k] = keyModel{status: kFree}
+}
+
+// reboot ends every process of the boot: every supervisor and writer.
+// Nothing on disk changes; the claims stay held until classified.
+func (m *claimMachine) reboot(t *rapid.T) {
+	m.host.boots++
+	m.host.boot = fmt.Sprintf("22222222-0000-4000-8000-%012d", m.host.boots)
+	m.host.procs = map[int]string{}
+	for _, c := range m.claims {
+		c.live = false
+	}
+	t.Logf("  reboot: boot %s", m.host.boot)
+}
+
+// ownerLive reports whether a record's owner runs now, as the model knows.
+func (m *claimMachine) ownerLive(rec *Record) bool {
+	o, err := rec.Owner()
+	if err != nil {
+		return false
+	}
+	_, running := m.host.procs[o.PID]
+	return running && o.Boot == m.host.boot
+}
+
+// classify is classify as an operator runs it after a crash: the decision
+// is the store's, and the invariant is that nothing an owner may still
+// use is ever freed.
+func (m *claimMachine) classify(t *rapid.T) {
+	seat := rapid.SampledFrom(m.seats).Draw(t, "seat")
+	session := rapid.SampledFrom(m.sessions).Draw(t, "session")
+	units := mapUnits{}
+	if rapid.Bool().Draw(t, "unitAlive") {
+		for _, c := range m.claims {
+			units[UnitNameFor(c.c.ID)] = "alive"
+		}
+	}
+	before, err := m.operator.Pair(seat, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.operator.Classify(context.Background(), seat, session, &ClassifyOptions{Units: units})
+	if err != nil {
+		t.Fatalf("Classify(%s, %s): %v", seat.Seat, session.Session, err)
+	}
+	t.Logf("  operator: Classify(%s, %s) = %s, published %d", seat.Seat, session.Session, res.Outcome, len(res.Published))
+	after, err := m.operator.Pair(seat, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range []*Head{before.Seat, before.Session} {
+		now := []*Head{after.Seat, after.Session}[i]
+		if h.Held() && h.Record != nil && m.ownerLive(h.Record) {
+			if !now.Held() || now.Record == nil || now.Record.ClaimID != h.Record.ClaimID {
+				t.Fatalf("classify freed or took %v, held by claim %s whose owner is live", h.Key, h.Record.ClaimID)
+			}
+			if now.N != h.N {
+				t.Fatalf("classify published on %v, held by claim %s whose owner is live", h.Key, h.Record.ClaimID)
+			}
+		}
+		if h.Held() && !now.Held() && res.Outcome != OutcomeStopped {
+			t.Fatalf("%v became free, but the outcome is %s", h.Key, res.Outcome)
+		}
+	}
+	for _, p := range res.Published {
+		if p.State == Stopped {
+			*m.model[p.Key] = keyModel{status: kFree}
+			delete(m.holders, p.Key)
+		} else {
+			*m.model[p.Key] = keyModel{status: kHeld, claim: res.ClaimID}
+		}
+	}
+	if res.Outcome == OutcomeStopped {
+		for _, k := range []Key{seat, session} {
+			if m.holders[k] == res.ClaimID {
+				delete(m.holders, k)
+			}
+		}
+	}
 }
 
 func (m *claimMachine) isLive(id string) bool {
@@ -537,8 +654,10 @@ func TestClaimStateMachine(t *testing.T) {
 				kind := rapid.SampledFrom([]ProofKind{ProofCohort, ProofBoot, ProofNoUnit}).Draw(t, "proof")
 				m.release(who, i, NewProof(kind, "ref-1"), m.drawPlan(t, who))
 			},
-			"recover": m.recover,
-			"":        m.check,
+			"recover":  m.recover,
+			"classify": m.classify,
+			"reboot":   m.reboot,
+			"":         m.check,
 		})
 	})
 }
