@@ -13,10 +13,9 @@ import (
 )
 
 const (
-	bootA       = "aaaaaaaa-0000-4000-8000-000000000001"
-	bootB       = "bbbbbbbb-0000-4000-8000-000000000002"
+	bootA = "aaaaaaaa-0000-4000-8000-000000000001"
+	bootB = "bbbbbbbb-0000-4000-8000-000000000002"
 )
-
 
 func testKeys(t *testing.T) (Key, Key) {
 	t.Helper()
