@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"time"
 
 	"github.com/claimstore/claimstore/hostid"
@@ -397,12 +397,14 @@ func DecodeRecord(data []byte, key Key, n uint64) (*Record, error) {
 		return nil, &DamageError{Reason: fmt.Sprintf("key is %s, but the directory belongs to %s", show(v), key.JSON())}
 	}
 	r := &Record{Key: key, Revision: n}
-	if v, _ := get("claimId"); json.Unmarshal(v, &r.ClaimID) != nil || !ValidClaimID(r.ClaimID) {
+	if v, _ := get("claimId"); !decodeString(v, &r.ClaimID) || !ValidClaimID(r.ClaimID) {
 		return nil, &DamageError{Reason: fmt.Sprintf("claimId %s is not a claim id", show(v))}
 	}
-	if v, _ := get("state"); json.Unmarshal(v, &r.State) != nil || !r.State.Valid() {
+	var state string
+	if v, _ := get("state"); !decodeString(v, &state) || !State(state).Valid() {
 		return nil, &DamageError{Reason: fmt.Sprintf("state %s is not a state", show(v))}
 	}
+	r.State = State(state)
 	hv, _ := get("host")
 	hv = bytes.TrimSpace(hv)
 	if len(hv) == 0 || (hv[0] != '{' && hv[0] != '[') {
@@ -444,7 +446,7 @@ func DecodeRecord(data []byte, key Key, n uint64) (*Record, error) {
 		switch m.Name {
 		case "version", "kind", "claimId", "state", "host", "proof", "key", "revision", "writtenAt":
 		default:
-			r.Fields = append(r.Fields, Field{m.Name, compact(m.Value)})
+			r.Fields = append(r.Fields, Field{m.Name, m.Value})
 		}
 	}
 	return r, nil
@@ -452,40 +454,94 @@ func DecodeRecord(data []byte, key Key, n uint64) (*Record, error) {
 
 // decodeObject decodes one JSON object into its members in order. A member
 // named twice keeps its first position and its last value, as JSON.parse
-// does. Trailing data other than white space is an error.
+// does. Anything but one object, with white space around it, is an error.
+//
+// It validates with json.Valid and then walks the top level by hand: the
+// token-by-token json.Decoder costs several times more, and every head
+// read pays for this.
 func decodeObject(data []byte) (Fields, error) {
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	if tok != json.Delim('{') {
-		return nil, fmt.Errorf("starts with %v", tok)
-	}
-	var fs Fields
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
+	if !json.Valid(data) {
+		// Let encoding/json say what is wrong.
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
 			return nil, err
 		}
-		name, ok := tok.(string)
+		return nil, errors.New("invalid JSON")
+	}
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
+		return nil, fmt.Errorf("starts with %q, not an object", data[i])
+	}
+	fs := make(Fields, 0, 32)
+	i = skipSpace(data, i+1)
+	for data[i] != '}' {
+		end := skipValue(data, i)
+		name, ok := jsonString(data[i:end])
 		if !ok {
-			return nil, fmt.Errorf("member name %v", tok)
+			return nil, fmt.Errorf("member name %s", data[i:end])
 		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, err
+		i = skipSpace(data, end)
+		i = skipSpace(data, i+1) // the colon
+		end = skipValue(data, i)
+		fs.Set(name, json.RawMessage(data[i:end]))
+		i = skipSpace(data, end)
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
 		}
-		fs.Set(name, v)
-	}
-	if _, err := d.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("data after the object")
 	}
 	return fs, nil
+}
+
+// jsonString decodes a JSON string, quickly when it has no escapes.
+func jsonString(raw []byte) (string, bool) {
+	// Invalid UTF-8 takes the slow path, which replaces it with U+FFFD as
+	// Node's UTF-8 decoding of the file does.
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err == nil
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the valid JSON value starting at data[i].
+func skipValue(data []byte, i int) int {
+	depth := 0
+	for ; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '"':
+			for i++; data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of the enclosing container
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }
 
 // keyIs reports whether raw serialises, as JSON.stringify would, to the
@@ -497,8 +553,7 @@ func keyIs(raw json.RawMessage, k Key) bool {
 		return false
 	}
 	for i, m := range ms {
-		var s string
-		if m.Name != want[i][0] || json.Unmarshal(m.Value, &s) != nil || s != want[i][1] {
+		if m.Name != want[i][0] || !stringIs(m.Value, want[i][1]) {
 			return false
 		}
 	}
@@ -515,8 +570,14 @@ func numberIs(raw json.RawMessage, want float64) bool {
 }
 
 func stringIs(raw json.RawMessage, want string) bool {
-	var s string
-	return json.Unmarshal(raw, &s) == nil && s == want
+	s, ok := jsonString(bytes.TrimSpace(raw))
+	return ok && s == want
+}
+
+func decodeString(raw json.RawMessage, dst *string) bool {
+	s, ok := jsonString(bytes.TrimSpace(raw))
+	*dst = s
+	return ok
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
