@@ -176,7 +176,10 @@ func classifyWhy(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 		if len(res.Published) == 0 {
 			what += "; already published, nothing to do"
 		}
-		return what + would + "; the pair is free"
+		if res.DryRun && len(res.Published) > 0 {
+			return what + would + "; the pair would be free"
+		}
+		return what + "; the pair is free"
 	}
 	if res.Refusal == nil {
 		return fmt.Sprintf("left %s%s", res.Outcome, would)
@@ -196,7 +199,7 @@ func classifyWhy(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 	}
 	next := "stop the writer (unit " + orDash(res.Record.UnitName()) + ") for certain, then `claimctl release --claim " + res.ClaimID + " --proof cohortProof:REF` with the keys"
 	if res.Unit != nil && res.Unit.State == claimstore.UnitUnknown {
-		next = "the unit could not be looked up (" + res.Unit.Detail + "); check --units/--bus, or " + next
+		next = "let classify look the unit up (--units, --bus), or " + next
 	}
 	return fmt.Sprintf("left %s%s: %s; %s", res.Outcome, would, r.Reason, next)
 }
