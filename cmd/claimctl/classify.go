@@ -277,7 +277,11 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 			}
 			line = j
 			if j.Outcome != string(claimstore.OutcomeFree) {
-				text = fmt.Sprintf("%s\t%s + %s\t%s", j.Outcome, describeKeyJSON(j.Seat), describeKeyJSON(j.Session), j.Why)
+				label := j.Outcome
+				if j.Refusal != nil && j.Refusal.Code != string(claimstore.UnsafeReplacement) {
+					label += " (" + j.Refusal.Code + ")"
+				}
+				text = fmt.Sprintf("%s\t%s + %s\t%s", label, describeKeyJSON(j.Seat), describeKeyJSON(j.Session), j.Why)
 			}
 		}
 		if c.json {
