@@ -288,9 +288,10 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 			writeJSON(e.stdout, line)
 		} else if text != "" {
 			clearProgress()
-			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, text)
-			tw.Flush()
+			// Lines stream as pairs are judged, so they cannot be aligned
+			// as a table; the label column has a fixed width.
+			label, rest, _ := strings.Cut(text, "\t")
+			fmt.Fprintf(e.stdout, "%-22s %s\n", label, strings.ReplaceAll(rest, "\t", "  "))
 		}
 	}
 	sum, werr := s.ClassifyAll(ctx, opts, each)
