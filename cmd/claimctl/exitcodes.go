@@ -34,7 +34,7 @@ var exitCodes = []exitCodeDoc{
 	{exitAlreadyActive, string(claimstore.AlreadyActive), "refused: a live or possibly live owner holds the key"},
 	{exitUnsafeReplacement, string(claimstore.UnsafeReplacement), "refused: the key is held in a state nobody can prove over (damaged, two claims, a head that moved, stopping, uncertain)"},
 	{exitForeignHost, string(claimstore.ForeignHost), "refused: the key is held by a claim taken on another machine"},
-	{exitUncertain, "uncertain", "classify: at least one pair stays held because nothing proves its writer over (left uncertain or stopping, damaged, held by two claims, needs a boot proof, or an orphan key); see the summary"},
+	{exitUncertain, "uncertain", "classify: the pair is left held with nothing to prove its writer over (uncertain or stopping, damaged, held by two claims, needing a boot proof); with --all, some pair or orphan key is left held for any reason (the summary says which)"},
 	{exitFsckErrors, "fsck-errors", "fsck: the root has findings of severity error (damaged revisions, gaps, key mismatches, bad proofs, unsafe paths)"},
 }
 

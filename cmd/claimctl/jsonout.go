@@ -349,7 +349,7 @@ var jsonTypes = []jsonType{
 	{"claim", claimJSON{}, "`acquire`, `advance`, `release`", map[string]string{
 		"root":        "the claim root written",
 		"claimId":     "the claim id; pass it as `--claim`",
-		"seat":        "the seat key: `{seat, project, workspace}`",
+		"seat":        "the seat key (a `claimSeat`)",
 		"session":     "the session id",
 		"seatRev":     "the claim's revision on the seat key; pass it as `--seat-rev`",
 		"sessionRev":  "the claim's revision on the session key; pass it as `--session-rev`",
@@ -358,6 +358,11 @@ var jsonTypes = []jsonType{
 		"unitName":    "the systemd unit the claim's writer runs in",
 		"spawnMarker": "whether the record says a writer may have been spawned",
 		"owner":       "the recorded owner (an `owner`; `state` and `reason` judged now)",
+	}},
+	{"claimSeat", seatJSON{}, "`claim`: the seat key of a claim", map[string]string{
+		"seat":      "the seat",
+		"project":   "the project",
+		"workspace": "the workspace",
 	}},
 	{"classify", classifyJSON{}, "`classify --json`; one NDJSON line per pair with `--all`", map[string]string{
 		"type":      "`pair`",
