@@ -73,6 +73,9 @@ left uncertain (with --all: when any pair or key stays held, for any reason);
 			if err != nil {
 				return err
 			}
+			if e.rootMissing("classify", rc) && *all {
+				return exitErr{code: exitError, msg: fmt.Sprintf("there is no claim root at %s to walk; pass the root with --root", rc.Path)}
+			}
 			s, err := e.openStore(rc, !*dry)
 			if err != nil {
 				return err

@@ -29,6 +29,9 @@ const (
 // machine, so that end-to-end tests can simulate a reboot or a foreign host.
 var testHooks bool
 
+// geteuid is os.Geteuid; tests replace it to reach the non-root default.
+var geteuid = os.Geteuid
+
 // env is what a command runs with: its streams and the process environment.
 type env struct {
 	stdin          io.Reader
@@ -54,7 +57,7 @@ type rootChoice struct {
 // defaultRoot is the documented default claim root: /var/lib/claimstore for
 // root, else $XDG_STATE_HOME/claimstore, else ~/.local/state/claimstore.
 func (e *env) defaultRoot() (string, error) {
-	if os.Geteuid() == 0 {
+	if geteuid() == 0 {
 		return "/var/lib/claimstore", nil
 	}
 	if x := e.getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
@@ -119,6 +122,17 @@ func (e *env) openStore(rc rootChoice, write bool) (*claimstore.Store, error) {
 		return nil, fmt.Errorf("claim root %s (from %s): %w", rc.Path, rc.Source, err)
 	}
 	return s, nil
+}
+
+// rootMissing reports whether the chosen root does not exist, and notes it
+// on standard error: a mistyped root reads as "nothing claimed", which an
+// operator must not take for an answer about the real one.
+func (e *env) rootMissing(cmd string, rc rootChoice) bool {
+	if _, err := os.Lstat(rc.Path); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	fmt.Fprintf(e.stderr, "claimctl %s: note: claim root %s (from %s) does not exist, so nothing has been claimed there; if the claims live elsewhere, pass --root or set %s\n", cmd, rc.Path, rc.Source, envRoot)
+	return true
 }
 
 // isTerminal reports whether w is a terminal.

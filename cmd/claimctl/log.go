@@ -33,6 +33,7 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 			if err != nil {
 				return err
 			}
+			e.rootMissing("log", rc)
 			s, err := e.openStore(rc, false)
 			if err != nil {
 				return err

@@ -369,6 +369,8 @@ func printClaim(e *env, c *common, s *claimstore.Store, cl *claimstore.Claim, ve
 		fmt.Fprintf(tw, "owner\tpid %d (%s)\n", o.PID, o.State)
 		fmt.Fprintf(tw, "unit\t%s\n", j.UnitName)
 	}
-	fmt.Fprintf(tw, "next\t--claim %s --seat-rev %s --session-rev %s\n", j.ClaimID, strconv.FormatUint(j.SeatRev, 10), strconv.FormatUint(j.SessionRev, 10))
+	if j.State != string(claimstore.Stopped) {
+		fmt.Fprintf(tw, "next\t--claim %s --seat-rev %s --session-rev %s\n", j.ClaimID, strconv.FormatUint(j.SeatRev, 10), strconv.FormatUint(j.SessionRev, 10))
+	}
 	return tw.Flush()
 }

@@ -63,6 +63,7 @@ be read, or no key's head belongs to --claim.`,
 			if err != nil {
 				return err
 			}
+			e.rootMissing("show", rc)
 			s, err := e.openStore(rc, false)
 			if err != nil {
 				return err
