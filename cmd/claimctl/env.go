@@ -111,10 +111,10 @@ func (e *env) openStore(rc rootChoice, write bool) (*claimstore.Store, error) {
 	}
 	if !write {
 		if _, err := os.Lstat(rc.Path); errors.Is(err, fs.ErrNotExist) {
-			// Nothing to check and nothing to follow: every key reads as
-			// having no revisions. The root check is skipped only because
-			// there is no root; reading creates nothing.
-			opts.FS = claimstore.OSFS
+			// A root that does not exist has no revisions. Reading it
+			// through an empty backend that refuses every write makes
+			// sure that reading creates nothing, whatever the store does.
+			opts.Backend = emptyBackend{root: rc.Path}
 		}
 	}
 	s, err := claimstore.Open(rc.Path, opts)
@@ -144,3 +144,22 @@ func isTerminal(w io.Writer) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
 }
+
+// emptyBackend is the claim root that does not exist: no keys, no
+// revisions, no proofs, and no writes.
+type emptyBackend struct{ root string }
+
+func (b emptyBackend) errWrite() error {
+	return &fs.PathError{Op: "write", Path: b.root, Err: errors.New("the claim root does not exist and this command only reads")}
+}
+
+func (emptyBackend) Head(claimstore.Loc) (uint64, []byte, error, error) { return 0, nil, nil, nil }
+func (emptyBackend) Read(claimstore.Loc, uint64) ([]byte, error)        { return nil, fs.ErrNotExist }
+func (b emptyBackend) Publish(claimstore.Loc, uint64, []byte, func(claimstore.Barrier) error) error {
+	return b.errWrite()
+}
+func (emptyBackend) List(claimstore.Loc) ([]uint64, []string, error) { return nil, nil, nil }
+func (emptyBackend) Locs(claimstore.Kind) ([]claimstore.Loc, error)  { return nil, nil }
+func (b emptyBackend) WriteProof(string, []byte) error               { return b.errWrite() }
+func (emptyBackend) ReadProof(string) ([]byte, error)                { return nil, fs.ErrNotExist }
+func (emptyBackend) Proofs() ([]string, error)                       { return nil, nil }
