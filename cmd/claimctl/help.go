@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -174,14 +173,4 @@ directory, or writable by other users is refused. Commands that only read
 (show, log, classify --dry-run) create nothing; on a root that does not exist
 they see no revisions.
 `)
-}
-
-// sortedCodes is for tests and docs.
-func sortedCodes() []string {
-	var out []string
-	for _, c := range claimstore.Codes {
-		out = append(out, string(c))
-	}
-	sort.Strings(out)
-	return out
 }
