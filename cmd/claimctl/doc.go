@@ -1,0 +1,25 @@
+// Claimctl is the operator tool of claimstore: it shows, logs, classifies,
+// checks and (for scripts and tests) takes, advances and releases the
+// crash-safe writer claims a session supervisor keeps on seats and sessions.
+//
+// Usage:
+//
+//	claimctl show     [--root DIR] [--json] (--seat S --project P --workspace W [--session ID] | --session ID | --claim ID)
+//	claimctl log      [--root DIR] [--json] [--full] (--seat S --project P --workspace W | --session ID)
+//	claimctl classify [--root DIR] [--json] [--dry-run] [--units auto|user|system|none] [--bus ADDR] (PAIR | --all)
+//	claimctl fsck     [--root DIR] [--json] [--repair]
+//	claimctl acquire  [--root DIR] [--json] PAIR [--owner-pid PID] [--incarnation JSON] [--claim-id ID] [--unit NAME] [--set NAME=JSON]...
+//	claimctl advance  [--root DIR] [--json] PAIR --claim ID [--seat-rev N --session-rev N] [--state S] [--spawn-marker] [--set NAME=JSON]...
+//	claimctl release  [--root DIR] [--json] PAIR --claim ID [--seat-rev N --session-rev N] --proof KIND[:REF]
+//	claimctl version  [--json]
+//	claimctl help     [COMMAND | exit-codes | json | root]
+//
+// where PAIR is --seat S --project P --workspace W --session ID.
+//
+// The claim root is --root, else $CLAIMSTORE_ROOT, else /var/lib/claimstore
+// for root and $XDG_STATE_HOME/claimstore (~/.local/state/claimstore) for
+// other users. Every command takes --json. Exit codes are stable: 0 success,
+// 1 error, 2 usage, 3 already-active, 4 unsafe-replacement, 5 foreign-host,
+// 6 classify left a pair uncertain, 7 fsck found errors. REFERENCE.md is the
+// full reference; `claimctl help` prints the same tables.
+package main

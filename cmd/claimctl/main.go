@@ -1,0 +1,228 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/claimstore/claimstore/claimstore"
+)
+
+func main() {
+	os.Exit(int(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)))
+}
+
+// command is one subcommand of claimctl.
+type command struct {
+	name    string
+	args    string // the synopsis after the name
+	summary string // one line
+	doc     string // paragraphs after the synopsis in `claimctl help NAME`
+	noRoot  bool   // the command does not take --root
+	// define registers the command's own flags on fs and returns the
+	// function that runs it once the flags are parsed.
+	define func(fs *flag.FlagSet, c *common) func(e *env) error
+}
+
+// common are the flags every command has.
+type common struct {
+	rootFlag string
+	rootSet  bool
+	json     bool
+	cmd      *command
+	set      map[string]bool // the flags given on the command line
+}
+
+// commands lists the subcommands in the order help shows them.
+var commands []*command
+
+func init() {
+	commands = []*command{
+		showCmd, logCmd, classifyCmd, fsckCmd,
+		acquireCmd, advanceCmd, releaseCmd,
+		versionCmd, helpCmd,
+	}
+}
+
+func lookupCommand(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// run runs claimctl with the given arguments and returns its exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) exitCode {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, mainUsage())
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		fmt.Fprint(stdout, mainUsage())
+		return exitOK
+	case "-version", "--version":
+		name = "version"
+	}
+	cmd := lookupCommand(name)
+	if cmd == nil {
+		fmt.Fprintf(stderr, "claimctl: unknown command %q\nRun 'claimctl help' for the list of commands.\n", name)
+		return exitUsage
+	}
+	fs, c, runf := cmd.flags()
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			cmd.printHelp(stdout)
+			return exitOK
+		}
+		return report(e, c, usageErr{err.Error()})
+	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	c.rootSet = c.set["root"]
+	if fs.NArg() > 0 && cmd != helpCmd {
+		return report(e, c, usagef("unexpected argument %q: every value is given by a flag", fs.Arg(0)))
+	}
+	return report(e, c, runf(e))
+}
+
+// flags returns the command's flag set, its common flags and its runner.
+func (cmd *command) flags() (*flag.FlagSet, *common, func(*env) error) {
+	fs := flag.NewFlagSet("claimctl "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	c := &common{cmd: cmd}
+	if !cmd.noRoot {
+		fs.StringVar(&c.rootFlag, "root", "", "the claim `dir`ectory (default: $"+envRoot+", else /var/lib/claimstore for root, $XDG_STATE_HOME/claimstore or ~/.local/state/claimstore for others)")
+	}
+	fs.BoolVar(&c.json, "json", false, "write one JSON document (NDJSON for classify --all) instead of text")
+	runf := cmd.define(fs, c)
+	return fs, c, runf
+}
+
+// printHelp writes the command's usage: synopsis, description and flags.
+func (cmd *command) printHelp(w io.Writer) {
+	fs, _, _ := cmd.flags()
+	fmt.Fprintf(w, "usage: claimctl %s %s\n\n%s\n", cmd.name, cmd.args, cmd.summary)
+	if cmd.doc != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(cmd.doc))
+	}
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	if b.Len() > 0 {
+		fmt.Fprintf(w, "\nFlags:\n%s", b.String())
+	}
+}
+
+// usageErr is a bad command line: exit 2, nothing touched.
+type usageErr struct{ msg string }
+
+func (u usageErr) Error() string { return u.msg }
+
+func usagef(format string, a ...any) error { return usageErr{fmt.Sprintf(format, a...)} }
+
+// exitErr ends a command with a given code. When msg is empty, the command
+// has already said everything on its output.
+type exitErr struct {
+	code exitCode
+	msg  string
+}
+
+func (x exitErr) Error() string { return x.msg }
+
+// errorJSON is the document --json writes to standard output when a command
+// fails after its flags were parsed.
+type errorJSON struct {
+	Error errorBodyJSON `json:"error"`
+}
+
+type errorBodyJSON struct {
+	Exit    int       `json:"exit"`
+	Kind    string    `json:"kind"` // usage, refusal, error
+	Code    string    `json:"code,omitempty"`
+	Message string    `json:"message"`
+	Reason  string    `json:"reason,omitempty"`
+	Hint    string    `json:"hint,omitempty"`
+	ClaimID string    `json:"claimId,omitempty"`
+	Keys    []keyJSON `json:"keys,omitempty"`
+	Command string    `json:"command"`
+	Root    string    `json:"root,omitempty"`
+	Cause   *string   `json:"cause,omitempty"`
+}
+
+// report turns a command's error into its message and exit code.
+func report(e *env, c *common, err error) exitCode {
+	if err == nil {
+		return exitOK
+	}
+	name := c.cmd.name
+	var (
+		ue  usageErr
+		xe  exitErr
+		ref *claimstore.Refusal
+	)
+	body := errorBodyJSON{Command: name, Message: err.Error()}
+	code := exitError
+	switch {
+	case errors.As(err, &ue):
+		code, body.Kind = exitUsage, "usage"
+		fmt.Fprintf(e.stderr, "claimctl %s: %s\nRun 'claimctl help %s' for usage.\n", name, ue.msg, name)
+	case errors.As(err, &xe):
+		if xe.msg == "" {
+			return xe.code
+		}
+		code, body.Kind = xe.code, "error"
+		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, xe.msg)
+	case errors.As(err, &ref):
+		code, body.Kind, body.Code = refusalExit[ref.Code], "refusal", string(ref.Code)
+		body.Reason, body.Hint, body.ClaimID = ref.Reason, ref.Hint, ref.ClaimID
+		for _, k := range ref.Keys {
+			body.Keys = append(body.Keys, keyOut(k, ""))
+		}
+		if ref.Err != nil {
+			s := ref.Err.Error()
+			body.Cause = &s
+		}
+		if code == 0 {
+			code = exitError
+		}
+		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, describeRefusal(ref))
+	default:
+		body.Kind = "error"
+		fmt.Fprintf(e.stderr, "claimctl %s: %v\n", name, err)
+	}
+	body.Exit = int(code)
+	if c.json {
+		writeJSON(e.stdout, errorJSON{Error: body})
+	}
+	return code
+}
+
+// describeRefusal is a refusal for an operator: code, what was seen, the
+// cause, and what to do, on separate lines.
+func describeRefusal(r *claimstore.Refusal) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "refused (%s, exit %d): %s", r.Code, refusalExit[r.Code], r.Reason)
+	if r.Err != nil {
+		fmt.Fprintf(&b, "\n  cause: %v", r.Err)
+	}
+	if r.Hint != "" {
+		fmt.Fprintf(&b, "\n  next: %s", r.Hint)
+	}
+	return b.String()
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,376 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/unitprobe"
+)
+
+var acquireCmd = &command{
+	name:    "acquire",
+	args:    "[--root DIR] [--json] --seat S --project P --workspace W --session ID [--owner-pid PID] [--incarnation JSON] [--claim-id ID] [--unit NAME] [--set NAME=JSON]...",
+	summary: "Take a new writer claim on a pair, reserved, and print it.",
+	doc: `
+acquire publishes a new claim, reserved, on the seat key and then on the
+session key. It refuses when either key is held: already-active (exit 3) for a
+live or possibly live owner, unsafe-replacement (4) for a state nobody can
+prove over, foreign-host (5) for a claim of another machine.
+
+The owner is the process that owns the claim: by default claimctl's parent
+(the shell or supervisor that runs it), or --owner-pid, whose start time is
+read from /proc/PID/stat. A claim is held while its owner lives; once the
+owner is gone, classify judges it.
+
+It prints the claim: its id and the revision it published on each key. Pass
+them to advance and release as --claim, --seat-rev and --session-rev.`,
+	define: func(fs *flag.FlagSet, c *common) func(*env) error {
+		var kf keyFlags
+		kf.register(fs)
+		ownerPID := fs.Int("owner-pid", 0, "the owner process `pid` (default: claimctl's parent process)")
+		incarnation := fs.String("incarnation", "", "the owner's incarnation, any `JSON` value")
+		claimID := fs.String("claim-id", "", "the new claim's `id` (default: a fresh random one)")
+		unit := fs.String("unit", "", "the systemd unit `name` the writer will run in (default: mosaic-chat-<claim id>)")
+		sets := setFlags{}
+		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable), e.g. --set leaf='\"abc\"' --set generation=3")
+		return func(e *env) error {
+			seat, session, err := kf.pair(c)
+			if err != nil {
+				return err
+			}
+			if c.set["claim-id"] {
+				if err := claimIDFlag("claim-id", *claimID); err != nil {
+					return err
+				}
+			}
+			if c.set["unit"] {
+				if err := unitprobe.ValidateName(systemdName(*unit)); err != nil {
+					return usagef("--unit %q: %v", *unit, err)
+				}
+			}
+			if c.set["incarnation"] && !json.Valid([]byte(*incarnation)) {
+				return usagef("--incarnation %q is not a JSON value (quote strings: --incarnation '\"x\"')", *incarnation)
+			}
+			host := e.host()
+			pid := os.Getppid()
+			if c.set["owner-pid"] {
+				if *ownerPID <= 0 {
+					return usagef("--owner-pid %d is not a process id", *ownerPID)
+				}
+				pid = *ownerPID
+			}
+			owner, err := ownerOf(host, pid)
+			if err != nil {
+				if c.set["owner-pid"] {
+					return usagef("--owner-pid %d: %v", pid, err)
+				}
+				return fmt.Errorf("cannot identify claimctl's parent process %d as the owner: %w; pass --owner-pid", pid, err)
+			}
+			if c.set["incarnation"] {
+				owner.Incarnation = json.RawMessage(*incarnation)
+			}
+			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
+			if err != nil {
+				return err
+			}
+			s, err := e.openStore(rc, true)
+			if err != nil {
+				return err
+			}
+			f := claimstore.AcquireFields{ClaimID: *claimID, Owner: owner, UnitName: *unit}
+			if len(sets) > 0 {
+				f.Fields = sets
+			}
+			cl, err := s.Acquire(seat, session, f)
+			if err != nil {
+				return err
+			}
+			return printClaim(e, c, s, cl, "acquired")
+		}
+	},
+}
+
+// ownerOf identifies process pid as an owner: its start time and this boot.
+func ownerOf(host hostid.Host, pid int) (claimstore.Owner, error) {
+	start, err := host.StartTime(pid)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return claimstore.Owner{}, fmt.Errorf("no process %d (/proc/%d/stat does not exist)", pid, pid)
+		}
+		return claimstore.Owner{}, err
+	}
+	boot, err := host.BootID()
+	if err != nil {
+		return claimstore.Owner{}, err
+	}
+	return claimstore.Owner{PID: pid, Start: start, Boot: boot}, nil
+}
+
+// revFlags are --seat-rev and --session-rev: the fence of advance and
+// release.
+type revFlags struct{ seat, session uint64 }
+
+func (r *revFlags) register(fs *flag.FlagSet) {
+	fs.Uint64Var(&r.seat, "seat-rev", 0, "the claim's last revision `N` on the seat key (default: the seat's head, if it is the claim's)")
+	fs.Uint64Var(&r.session, "session-rev", 0, "the claim's last revision `N` on the session key (default: the session's head, if it is the claim's)")
+}
+
+func (r *revFlags) validate(c *common) error {
+	if c.set["seat-rev"] != c.set["session-rev"] {
+		return usagef("give both --seat-rev and --session-rev, or neither (then the heads are used if they are the claim's)")
+	}
+	if c.set["seat-rev"] {
+		for _, v := range []struct {
+			n    string
+			rev  uint64
+			flag string
+		}{{"seat", r.seat, "seat-rev"}, {"session", r.session, "session-rev"}} {
+			if v.rev == 0 || v.rev > claimstore.MaxRevision {
+				return usagef("--%s %d: revisions are numbered from 1 to %d", v.flag, v.rev, uint64(claimstore.MaxRevision))
+			}
+		}
+	}
+	return nil
+}
+
+// loadClaim rebuilds the claim named on the command line, fenced on the
+// given revisions, or on the current heads when they belong to the claim.
+func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *common, r *revFlags) (*claimstore.Claim, error) {
+	refuse := func(format string, a ...any) error {
+		return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, ClaimID: id,
+			Reason: fmt.Sprintf(format, a...),
+			Hint:   "read the heads with `claimctl show` and the history with `claimctl log`; name the claim's own last revisions with --seat-rev and --session-rev"}
+	}
+	cl := &claimstore.Claim{ID: id, Seat: seat, Session: session}
+	var recs [2]*claimstore.Record
+	for i, k := range []claimstore.Key{seat, session} {
+		var n uint64
+		var rec *claimstore.Record
+		var damage error
+		if c.set["seat-rev"] {
+			n = []uint64{r.seat, r.session}[i]
+			data, err := s.Backend().Read(k.Loc(), n)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				return nil, refuse("%s has no revision %d (%s)", k, n, s.KeyDir(k))
+			case err != nil:
+				damage = err
+			default:
+				rec, damage = claimstore.DecodeRecord(data, k, n)
+			}
+		} else {
+			h, err := s.Head(k)
+			if err != nil {
+				return nil, fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(k), err)
+			}
+			if h.N == 0 {
+				return nil, refuse("%s has no revisions, so claim %s does not hold it", k, id)
+			}
+			n, rec, damage = h.N, h.Record, h.Damage
+		}
+		if damage != nil {
+			return nil, refuse("revision %d of %s is damaged: %v", n, k, damage)
+		}
+		if rec.ClaimID != id {
+			return nil, refuse("revision %d of %s belongs to claim %s, not %s", n, k, rec.ClaimID, id)
+		}
+		recs[i] = rec
+		if i == 0 {
+			cl.SeatRev = n
+		} else {
+			cl.SessionRev = n
+		}
+	}
+	// Every step publishes on the seat key first: the seat's revision is
+	// the claim's latest record.
+	cl.Record = recs[0]
+	mine, err := s.Host().MachineID()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read this machine's id: %w", err)
+	}
+	if cl.Record.Host.MachineID != mine {
+		return nil, &claimstore.Refusal{Code: claimstore.ForeignHost, Keys: []claimstore.Key{seat, session}, ClaimID: id,
+			Reason: fmt.Sprintf("claim %s was taken on machine %q; this is machine %s", id, cl.Record.Host.MachineID, mine),
+			Hint:   "advance or release the claim on the machine that took it"}
+	}
+	return cl, nil
+}
+
+var advanceCmd = &command{
+	name:    "advance",
+	args:    "[--root DIR] [--json] --claim ID --seat S --project P --workspace W --session ID [--seat-rev N --session-rev N] [--state STATE] [--spawn-marker] [--set NAME=JSON]...",
+	summary: "Publish the next revision of a claim, with a new state or members, on both keys.",
+	doc: `
+advance publishes the claim's record, patched, on the seat key and then on the
+session key. It is fenced: each key's head must still be the claim's revision
+named by --seat-rev and --session-rev, or, when both are omitted, the heads are
+read and used only if both belong to --claim. A head that moved is refused
+(unsafe-replacement, exit 4). A claim taken on another machine is refused
+(foreign-host, exit 5).
+
+--state is reserved, active, stopping or uncertain (use release to stop).
+--spawn-marker records that a writer may have been spawned; classify never
+frees such a claim on an absent unit.`,
+	define: func(fs *flag.FlagSet, c *common) func(*env) error {
+		var kf keyFlags
+		kf.register(fs)
+		var rf revFlags
+		rf.register(fs)
+		claim := fs.String("claim", "", "the claim `id` (as acquire printed it)")
+		state := fs.String("state", "", "the new `state`: reserved, active, stopping or uncertain")
+		marker := fs.Bool("spawn-marker", false, "record that a writer may have been spawned (spawnMarker: true)")
+		sets := setFlags{}
+		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable)")
+		return func(e *env) error {
+			seat, session, err := kf.pair(c)
+			if err != nil {
+				return err
+			}
+			if !c.set["claim"] {
+				return usagef("--claim is missing: name the claim to advance (its id as acquire printed it)")
+			}
+			if err := claimIDFlag("claim", *claim); err != nil {
+				return err
+			}
+			if err := rf.validate(c); err != nil {
+				return err
+			}
+			p := claimstore.Patch{Fields: map[string]any{}}
+			if c.set["state"] {
+				st := claimstore.State(*state)
+				switch {
+				case !st.Valid():
+					return usagef("--state %q: want reserved, active, stopping or uncertain", *state)
+				case st == claimstore.Stopped:
+					return usagef("--state stopped: use `claimctl release --proof KIND[:REF]`, which records why the writer is over")
+				}
+				p.State = st
+			}
+			for k, v := range sets {
+				p.Fields[k] = v
+			}
+			if *marker {
+				if _, dup := sets["spawnMarker"]; dup {
+					return usagef("--spawn-marker and --set spawnMarker=...: give one")
+				}
+				p.Fields["spawnMarker"] = true
+			}
+			if p.State == "" && len(p.Fields) == 0 {
+				return usagef("nothing to advance: give --state, --spawn-marker or --set")
+			}
+			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
+			if err != nil {
+				return err
+			}
+			s, err := e.openStore(rc, true)
+			if err != nil {
+				return err
+			}
+			cl, err := loadClaim(s, *claim, seat, session, c, &rf)
+			if err != nil {
+				return err
+			}
+			if err := s.Advance(cl, p); err != nil {
+				return err
+			}
+			return printClaim(e, c, s, cl, "advanced")
+		}
+	},
+}
+
+var releaseCmd = &command{
+	name:    "release",
+	args:    "[--root DIR] [--json] --claim ID --seat S --project P --workspace W --session ID [--seat-rev N --session-rev N] --proof KIND[:REF]",
+	summary: "Publish stopped with a proof on both keys of a claim, freeing the pair.",
+	doc: `
+release publishes the claim's record as stopped, with the proof, on the seat key
+and then on the session key, fenced as advance is. The proof says why nothing
+still runs: cohortProof:REF (the supervisor's proof that its writer cohort
+stopped), no-unit (nothing was ever spawned), or boot:ID (a boot proof). A
+release cut between the keys is completed by classify.`,
+	define: func(fs *flag.FlagSet, c *common) func(*env) error {
+		var kf keyFlags
+		kf.register(fs)
+		var rf revFlags
+		rf.register(fs)
+		claim := fs.String("claim", "", "the claim `id` (as acquire printed it)")
+		proof := fs.String("proof", "", "the proof `KIND[:REF]`: cohortProof:REF, no-unit, or boot:ID")
+		return func(e *env) error {
+			seat, session, err := kf.pair(c)
+			if err != nil {
+				return err
+			}
+			if !c.set["claim"] {
+				return usagef("--claim is missing: name the claim to release (its id as acquire printed it)")
+			}
+			if err := claimIDFlag("claim", *claim); err != nil {
+				return err
+			}
+			if err := rf.validate(c); err != nil {
+				return err
+			}
+			if !c.set["proof"] {
+				return usagef("--proof is missing: a release records why nothing still runs (cohortProof:REF, no-unit or boot:ID)")
+			}
+			pr, err := parseProof(*proof)
+			if err != nil {
+				return err
+			}
+			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
+			if err != nil {
+				return err
+			}
+			s, err := e.openStore(rc, true)
+			if err != nil {
+				return err
+			}
+			cl, err := loadClaim(s, *claim, seat, session, c, &rf)
+			if err != nil {
+				return err
+			}
+			if err := s.Release(cl, pr); err != nil {
+				return err
+			}
+			return printClaim(e, c, s, cl, "released")
+		}
+	},
+}
+
+func printClaim(e *env, c *common, s *claimstore.Store, cl *claimstore.Claim, verb string) error {
+	r := cl.Record
+	j := claimJSON{Root: s.Root(), ClaimID: cl.ID,
+		Seat:    seatJSON{Seat: cl.Seat.Seat, Project: cl.Seat.Project, Workspace: cl.Seat.Workspace},
+		Session: cl.Session.Session, SeatRev: cl.SeatRev, SessionRev: cl.SessionRev,
+		State: string(r.State), Proof: proofOut(r.Proof), UnitName: r.UnitName(), SpawnMarker: r.SpawnMarker()}
+	o := judgeOwner(s.Host(), r)
+	j.Owner = &o
+	if c.json {
+		writeJSON(e.stdout, j)
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\tclaim %s\n", verb, j.ClaimID)
+	fmt.Fprintf(tw, "seat\t%s\tr%d\n", cl.Seat, j.SeatRev)
+	fmt.Fprintf(tw, "session\t%s\tr%d\n", cl.Session, j.SessionRev)
+	st := j.State
+	if j.Proof != nil {
+		st += " (proof " + describeProof(j.Proof) + ")"
+	}
+	fmt.Fprintf(tw, "state\t%s\n", st)
+	if j.State != string(claimstore.Stopped) {
+		fmt.Fprintf(tw, "owner\tpid %d (%s)\n", o.PID, o.State)
+		fmt.Fprintf(tw, "unit\t%s\n", j.UnitName)
+	}
+	if j.State != string(claimstore.Stopped) {
+		fmt.Fprintf(tw, "next\t--claim %s --seat-rev %s --session-rev %s\n", j.ClaimID, strconv.FormatUint(j.SeatRev, 10), strconv.FormatUint(j.SessionRev, 10))
+	}
+	return tw.Flush()
+}
