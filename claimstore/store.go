@@ -543,6 +543,15 @@ func (s *Store) Advance(c *Claim, p Patch) error {
 	if err := applyFields(&next.Fields, p.Fields); err != nil {
 		return err
 	}
+	// A claim is only ever stepped on the machine that took it: another
+	// machine cannot judge its owner, and its boot proofs mean nothing here.
+	if mine, err := s.host.MachineID(); err != nil || c.Record.Host.MachineID != mine {
+		reason := fmt.Sprintf("claim %s was taken on machine %q", c.ID, c.Record.Host.MachineID)
+		if err == nil {
+			reason += ", not on this machine " + mine
+		}
+		return refuse(ForeignHost, c.ID, reason, err, c.Seat, c.Session)
+	}
 	return s.step(c, next)
 }
 

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestKindDirSymlinkRefused(t *testing.T) {
@@ -41,5 +43,21 @@ func TestOpenWithOSFSChecksRoot(t *testing.T) {
 	}
 	if _, err := Open(link, &Options{FS: OSFS}); !errors.Is(err, ErrUnsafeRoot) {
 		t.Fatalf("Open(symlink, OSFS) = %v, want ErrUnsafeRoot", err)
+	}
+}
+
+// TestAdvanceForeignClaim: a claim taken on another machine is never
+// stepped here.
+func TestAdvanceForeignClaim(t *testing.T) {
+	root := newRoot(t)
+	seat, session := seatKey(t, "s"), sessionKey(t, "x")
+	c := mustAcquire(t, openStore(t, root, &Options{Host: foreignHost}), seat, session)
+	s := openStore(t, root, nil)
+	before := dirFiles(t, s, seat)
+	if err := s.Release(c, NewProof(ProofCohort, "x")); !isRefusal(err, ForeignHost) {
+		t.Fatalf("Release of a foreign claim: %v, want %s", err, ForeignHost)
+	}
+	if diff := cmp.Diff(before, dirFiles(t, s, seat)); diff != "" {
+		t.Errorf("seat changed (-want +got):\n%s", diff)
 	}
 }
