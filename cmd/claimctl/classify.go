@@ -221,7 +221,7 @@ func printClassify(w io.Writer, s *claimstore.Store, j *classifyJSON) {
 	}
 	fmt.Fprintf(tw, "outcome\t%s\n", j.Outcome)
 	if j.Refusal != nil {
-		fmt.Fprintf(tw, "refusal\t%s (exit %d)\n", j.Refusal.Code, j.Refusal.Exit)
+		fmt.Fprintf(tw, "refusal\t%s\n", j.Refusal.Code)
 	}
 	if j.BootProof != nil {
 		fmt.Fprintf(tw, "boot proof\t%s (boot %s ended; now %s)\n", j.BootProof.Path, j.BootProof.RecordedBootID, j.BootProof.CurrentBootID)
