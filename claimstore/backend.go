@@ -82,6 +82,13 @@ type Backend interface {
 
 	// Locs returns every key of the given kind that has a history.
 	Locs(kind Kind) ([]Loc, error)
+
+	// WriteProof stores a proof under id, exclusively and durably, as
+	// Publish stores a revision; an existing id is an error wrapping
+	// fs.ErrExist. ReadProof returns it; Proofs lists the ids.
+	WriteProof(id string, data []byte) error
+	ReadProof(id string) ([]byte, error)
+	Proofs() ([]string, error)
 }
 
 // RevisionName returns the file name of revision n: "r" and ten digits.
@@ -343,24 +350,65 @@ func (b *dirBackend) ensureDir(dir string) error {
 	return nil
 }
 
-// Publish runs the publish protocol: write a temporary file, fsync it,
-// link it to the revision name (exclusive), drop the temporary name, fsync
-// the directory.
+// Publish runs the publish protocol on revision n of loc.
 func (b *dirBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error {
-	if err := b.checkFailed(); err != nil {
-		return err
-	}
 	if n == 0 || n > MaxRevision {
 		return fmt.Errorf("revision %d is out of range 1..%d", n, MaxRevision)
+	}
+	if err := b.writeExclusive(b.dir(loc), RevisionName(n), data, hook); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if b.hints[loc] < n {
+		b.hints[loc] = n
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *dirBackend) proofDir() string { return filepath.Join(b.root, "proofs") }
+
+func (b *dirBackend) WriteProof(id string, data []byte) error {
+	err := b.writeExclusive(b.proofDir(), id+".json", data, nil)
+	if errors.Is(err, ErrRevisionExists) {
+		return &fs.PathError{Op: "write proof", Path: filepath.Join(b.proofDir(), id+".json"), Err: fs.ErrExist}
+	}
+	return err
+}
+
+func (b *dirBackend) ReadProof(id string) ([]byte, error) {
+	return b.fs.ReadFile(filepath.Join(b.proofDir(), id+".json"))
+}
+
+func (b *dirBackend) Proofs() ([]string, error) {
+	names, err := b.fs.ReadDir(b.proofDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	var ids []string
+	for _, name := range names {
+		if id, ok := strings.CutSuffix(name, ".json"); ok && !strings.HasPrefix(name, TempPrefix) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids, err
+}
+
+// writeExclusive is the publish protocol: write a temporary file in dir,
+// fsync it, link it to name (exclusive), drop the temporary name, fsync
+// dir. When it returns nil, name durably refers to data.
+func (b *dirBackend) writeExclusive(dir, base string, data []byte, hook func(Barrier) error) error {
+	if err := b.checkFailed(); err != nil {
+		return err
 	}
 	if hook == nil {
 		hook = func(Barrier) error { return nil }
 	}
-	dir := b.dir(loc)
 	if err := b.ensureDir(dir); err != nil {
 		return err
 	}
-	name := filepath.Join(dir, RevisionName(n))
+	name := filepath.Join(dir, base)
 	t, err := b.fs.CreateTemp(dir, 0o400)
 	if err != nil {
 		return err
@@ -395,7 +443,7 @@ func (b *dirBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) 
 	}
 	closed = true
 	// Dropping the temporary name before the directory fsync makes the
-	// removal durable with the link.
+	// removal durable together with the link.
 	if err := t.Close(); err != nil {
 		return err
 	}
@@ -405,10 +453,24 @@ func (b *dirBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) 
 	if err := b.sync(func() error { return b.fs.SyncDir(dir) }); err != nil {
 		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
 	}
-	b.mu.Lock()
-	if b.hints[loc] < n {
-		b.hints[loc] = n
-	}
-	b.mu.Unlock()
 	return hook(BarrierDirSynced)
+}
+
+// syncLocs makes the entries of every listed key directory of kind durable
+// with one fsync of the kind directory, so that a walk over many keys does
+// not pay ensureDir's parent fsync once per key.
+func (b *dirBackend) syncLocs(kind Kind, locs []Loc) error {
+	dir := filepath.Join(b.root, string(kind))
+	if err := b.ensureDir(dir); err != nil {
+		return err
+	}
+	if err := b.sync(func() error { return b.fs.SyncDir(dir) }); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, l := range locs {
+		b.durable[b.dir(l)] = true
+	}
+	return nil
 }

@@ -435,6 +435,7 @@ func (s *Store) Acquire(seat, session Key, f AcquireFields) (*Claim, error) {
 	if err != nil {
 		return nil, err
 	}
+	rec.Fields.Set(pairMember, pairJSON(seat, session))
 	for range s.retries {
 		p, err := s.Pair(seat, session)
 		if err != nil {

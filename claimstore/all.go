@@ -1,0 +1,286 @@
+package claimstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// pairMember is the record member in which this implementation names both
+// keys of a claim, so that a key whose partner never received the claim (an
+// acquire cut between the keys) can still be paired by ClassifyAll. Other
+// writers carry it forward as an unknown member.
+const pairMember = "pair"
+
+// PairResult is one entry of a ClassifyAll walk: a pair and its result, or
+// a key whose partner cannot be found.
+type PairResult struct {
+	Seat, Session *Key // nil when not known
+	Result        *Result
+	// Orphan says why a key could not be paired; Loc is that key.
+	Orphan string
+	Loc    Loc
+	Err    error
+}
+
+// Summary counts the outcomes of a ClassifyAll walk.
+type Summary struct {
+	Pairs     int            // pairs classified
+	Free      int            // free before and after
+	Stopped   int            // stopped with a proof by this walk (or in a dry run, would be)
+	Uncertain map[string]int // left uncertain or stopping, by reason
+	Refused   map[Code]int   // left held by a refusal, by code
+	Owned     int
+	Idle      int // free keys that belong to no pair (released history)
+	Orphans   int // held keys whose partner cannot be found
+	Errors    int
+}
+
+// Clean reports whether every pair ended free or stopped with a proof.
+func (s *Summary) Clean() bool {
+	return len(s.Uncertain) == 0 && len(s.Refused) == 0 && s.Orphans == 0 && s.Errors == 0 && s.Owned == 0
+}
+
+type keyInfo struct {
+	loc     Loc
+	key     *Key
+	claimID string
+	held    bool
+	pair    *[2]Key // from the pair member
+	damaged bool
+}
+
+// ClassifyAll walks every key under the root, pairs seat and session keys
+// whose heads belong to the same claim (or that a record names as a pair),
+// and classifies each pair once, calling each (if not nil) with every
+// result as it goes. Keys whose partner cannot be found are reported, not
+// touched. The walk lists each kind's directory once and then reads only
+// heads, so its cost is the classifications' fsyncs.
+func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each func(*PairResult)) (*Summary, error) {
+	if opts == nil {
+		opts = &ClassifyOptions{}
+	}
+	sum := &Summary{Uncertain: map[string]int{}, Refused: map[Code]int{}}
+	report := func(r *PairResult) {
+		if each != nil {
+			each(r)
+		}
+	}
+	infos := map[Kind][]*keyInfo{}
+	for _, kind := range []Kind{KindSeat, KindSession} {
+		locs, err := s.be.Locs(kind)
+		if err != nil {
+			return sum, err
+		}
+		if ls, ok := s.be.(interface{ syncLocs(Kind, []Loc) error }); ok && !opts.DryRun && len(locs) > 0 {
+			if err := ls.syncLocs(kind, locs); err != nil {
+				return sum, err
+			}
+		}
+		for _, loc := range locs {
+			infos[kind] = append(infos[kind], s.keyInfo(loc))
+		}
+	}
+	bySession := map[string]*keyInfo{}
+	for _, in := range infos[KindSession] {
+		if in.key != nil && in.claimID != "" {
+			bySession[in.claimID] = in
+		}
+	}
+	done := map[Loc]bool{}
+	var pairs [][2]Key
+	for _, in := range infos[KindSeat] {
+		partner := bySession[in.claimID]
+		switch {
+		case in.key == nil:
+			sum.Orphans++
+			done[in.loc] = true
+			report(&PairResult{Loc: in.loc, Orphan: "every readable revision is damaged, so the key is unknown; run claimctl fsck"})
+		case partner != nil && partner.key != nil && in.claimID != "":
+			pairs = append(pairs, [2]Key{*in.key, *partner.key})
+			done[in.loc], done[partner.loc] = true, true
+		case in.pair != nil && in.pair[0] == *in.key:
+			pairs = append(pairs, *in.pair)
+			done[in.loc], done[in.pair[1].Loc()] = true, true
+		}
+	}
+	for _, in := range infos[KindSession] {
+		if done[in.loc] {
+			continue
+		}
+		switch {
+		case in.key == nil:
+			sum.Orphans++
+			done[in.loc] = true
+			report(&PairResult{Loc: in.loc, Orphan: "every readable revision is damaged, so the key is unknown; run claimctl fsck"})
+		case in.pair != nil && in.pair[1] == *in.key:
+			pairs = append(pairs, *in.pair)
+			done[in.loc], done[in.pair[0].Loc()] = true, true
+		}
+	}
+	for _, kind := range []Kind{KindSeat, KindSession} {
+		for _, in := range infos[kind] {
+			if done[in.loc] {
+				continue
+			}
+			if !in.held {
+				sum.Idle++
+				continue
+			}
+			sum.Orphans++
+			report(&PairResult{Loc: in.loc, Seat: ifKind(in.key, KindSeat), Session: ifKind(in.key, KindSession),
+				Orphan: fmt.Sprintf("held by claim %s, but no key of the other kind names that claim; classify it by naming both keys", in.claimID)})
+		}
+	}
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i][0].Hash()+pairs[i][1].Hash() < pairs[j][0].Hash()+pairs[j][1].Hash() })
+	for _, pk := range pairs {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		seat, session := pk[0], pk[1]
+		res, err := s.Classify(ctx, seat, session, opts)
+		pr := &PairResult{Seat: &seat, Session: &session, Result: res, Err: err}
+		sum.Pairs++
+		var ref *Refusal
+		switch {
+		case errors.As(err, &ref):
+			sum.Refused[ref.Code]++
+		case err != nil:
+			sum.Errors++
+		case res.Outcome == OutcomeFree:
+			sum.Free++
+		case res.Outcome == OutcomeStopped:
+			sum.Stopped++
+		case res.Outcome == OutcomeOwned:
+			sum.Owned++
+		case res.Outcome == OutcomeUncertain || res.Outcome == OutcomeStopping:
+			if res.Refusal != nil && res.Refusal.Code != UnsafeReplacement {
+				sum.Refused[res.Refusal.Code]++
+			} else {
+				sum.Uncertain[uncertainReason(res)]++
+			}
+		default:
+			code := AlreadyActive
+			if res.Refusal != nil {
+				code = res.Refusal.Code
+			}
+			sum.Refused[code]++
+		}
+		report(pr)
+	}
+	return sum, nil
+}
+
+func ifKind(k *Key, kind Kind) *Key {
+	if k != nil && k.Kind == kind {
+		return k
+	}
+	return nil
+}
+
+func uncertainReason(r *Result) string {
+	switch {
+	case r.Needs != "":
+		return "needs " + r.Needs
+	case r.Damaged:
+		return "damaged head"
+	case r.Outcome == OutcomeStopping:
+		return "stop in flight"
+	case r.Unit != nil:
+		return "unit " + string(r.Unit.State)
+	case r.Record == nil:
+		return "held by two claims"
+	}
+	return "owner gone, writer may run"
+}
+
+// keyInfo reads what ClassifyAll needs of a key: the key itself (from its
+// newest readable revision, checked against the directory's hash), the
+// claim at its head, and whether the head holds it.
+func (s *Store) keyInfo(loc Loc) *keyInfo {
+	in := &keyInfo{loc: loc, held: true}
+	n, data, rerr, err := s.be.Head(loc)
+	if err != nil {
+		return in
+	}
+	if n == 0 {
+		in.held = false
+		return in
+	}
+	for i := uint64(0); i < 16 && n > i; i++ {
+		rn := n - i
+		d := data
+		if i > 0 {
+			if d, rerr = s.be.Read(loc, rn); rerr != nil {
+				continue
+			}
+		} else if rerr != nil {
+			continue
+		}
+		k, ok := keyOf(d, loc)
+		if !ok {
+			continue
+		}
+		rec, derr := DecodeRecord(d, k, rn)
+		if derr != nil {
+			continue
+		}
+		in.key = &k
+		if i == 0 {
+			in.claimID, in.held = rec.ClaimID, rec.held()
+			in.pair = pairOf(rec)
+		} else {
+			in.damaged = true
+		}
+		return in
+	}
+	return in
+}
+
+// keyOf extracts the key member of a revision and checks that it hashes to
+// the directory it was found in.
+func keyOf(data []byte, loc Loc) (Key, bool) {
+	var r struct {
+		Key map[string]string `json:"key"`
+	}
+	if json.Unmarshal(data, &r) != nil {
+		return Key{}, false
+	}
+	k := Key{Kind: Kind(r.Key["kind"]), Seat: r.Key["seat"], Project: r.Key["project"], Workspace: r.Key["workspace"], Session: r.Key["session"]}
+	if k.Validate() != nil || k.Kind != loc.Kind || k.Hash() != loc.Hash {
+		return Key{}, false
+	}
+	return k, true
+}
+
+func pairOf(rec *Record) *[2]Key {
+	raw, ok := rec.Fields.Get(pairMember)
+	if !ok {
+		return nil
+	}
+	var p struct {
+		Seat    map[string]string `json:"seat"`
+		Session map[string]string `json:"session"`
+	}
+	if json.Unmarshal(raw, &p) != nil {
+		return nil
+	}
+	seat, err1 := SeatKey(p.Seat["seat"], p.Seat["project"], p.Seat["workspace"])
+	session, err2 := SessionKey(p.Session["session"])
+	if err1 != nil || err2 != nil || rec.Key != seat && rec.Key != session {
+		return nil
+	}
+	return &[2]Key{seat, session}
+}
+
+// pairJSON is the pair member for a claim on seat and session.
+func pairJSON(seat, session Key) json.RawMessage {
+	b := []byte(`{"seat":`)
+	b = append(b, seat.JSON()...)
+	b = append(b, `,"session":`...)
+	b = append(b, session.JSON()...)
+	return append(b, '}')
+}
+

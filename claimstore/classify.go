@@ -1,0 +1,398 @@
+package claimstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/claimstore/claimstore/hostid"
+)
+
+// UnitState is what the service manager says of a claim's unit.
+type UnitState string
+
+const (
+	// UnitAbsent: the manager does not know the unit now. An observation,
+	// not a proof: a unit that ran and was collected is absent too.
+	UnitAbsent UnitState = "absent"
+	// UnitPresent: the manager knows the unit (running, failed, ...).
+	UnitPresent UnitState = "present"
+	// UnitUnknown: no answer (no manager, timeout, permission).
+	UnitUnknown UnitState = "unknown"
+)
+
+// UnitObservation is one answer about a unit.
+type UnitObservation struct {
+	Name   string
+	State  UnitState
+	Detail string // the manager's states, or why there was no answer
+}
+
+// UnitLookup looks up systemd units; package unitprobe provides one.
+// Implementations must answer UnitUnknown, never UnitAbsent, when unsure.
+type UnitLookup interface {
+	LookupUnit(ctx context.Context, name string) UnitObservation
+}
+
+// ClassifyOptions configure a classification. A nil *ClassifyOptions
+// means the defaults.
+type ClassifyOptions struct {
+	// Units looks up the claim's unit. Nil: every unit is UnitUnknown, so
+	// nothing is ever freed on a unit observation.
+	Units UnitLookup
+	// BootProofs issues boot proofs. Nil: the store's built-in issuer,
+	// which writes proof files under the root. NoBootProofs declines.
+	BootProofs BootProofIssuer
+	// Adopt is the owner a recovery controller takes over an orphan with:
+	// if it is the recorded owner (same pid and incarnation) the pair is
+	// Owned; otherwise, on an uncertain outcome, it is published as owner.
+	Adopt *Owner
+	// StoppedFields are members added to a stopped revision that the
+	// classification publishes (for example the leaf at proof).
+	StoppedFields map[string]any
+	// DryRun decides and reports, but publishes nothing and issues no proof.
+	DryRun bool
+}
+
+// Outcome is what a classification concluded for a pair: Free, Owned, or
+// the state the pair is left in.
+type Outcome string
+
+const (
+	OutcomeFree      Outcome = "free"
+	OutcomeOwned     Outcome = "owned"
+	OutcomeStopped   Outcome = Outcome(Stopped)
+	OutcomeUncertain Outcome = Outcome(Uncertain)
+	OutcomeStopping  Outcome = Outcome(Stopping)
+	OutcomeActive    Outcome = Outcome(Active)
+	OutcomeReserved  Outcome = Outcome(Reserved)
+)
+
+// NeedsBootProof is Result.Needs when a claim from an earlier boot could
+// be freed by a boot proof but none was issued.
+const NeedsBootProof = "boot-proof"
+
+// Published is one revision a classification published (or, in a dry run,
+// would publish).
+type Published struct {
+	Key      Key
+	Revision uint64
+	State    State
+}
+
+// Result is the outcome of classifying one pair, with the evidence.
+type Result struct {
+	Outcome Outcome
+	// Refusal says why the pair stays held, when it does for a reason
+	// other than an uncertain outcome published here.
+	Refusal *Refusal
+	// Seat and Session are the heads as judged.
+	Seat, Session *Head
+	ClaimID       string
+	Record        *Record // the claim's latest record, judged from
+	// Owner is the recorded owner's state, and OwnerReason why.
+	Owner       hostid.State
+	OwnerReason string
+	Published   []Published
+	Proof       *Proof     // the proof of a stopped outcome
+	BootProof   *BootProof // the boot proof issued, if one was
+	Completed   bool       // a release cut between the keys was completed
+	Damaged     bool       // a head is damaged
+	Needs       string     // NeedsBootProof, or ""
+	Unit        *UnitObservation
+	Adopted     bool
+	// Claim is the claim after classification, for an Owned pair or an
+	// adopter to continue with (nil otherwise).
+	Claim *Claim
+	// ResumeStop is the stop request that was in flight, handed back to
+	// resume, when the outcome is Stopping.
+	ResumeStop json.RawMessage
+	DryRun     bool
+}
+
+// Free reports whether the pair is provably free after classification.
+func (r *Result) Free() bool { return r.Outcome == OutcomeFree || r.Outcome == OutcomeStopped }
+
+// errRaced is returned inside a classification when a head moved between
+// judging and publishing: the whole classification starts over.
+type errRaced struct{}
+
+func (errRaced) Error() string { return "raced" }
+
+// Classify decides, from durable evidence only, what one pair is after a
+// crash or a reboot, and publishes the outcome. In order:
+//
+//  1. neither key held: free;
+//  2. a held head from another machine: uncertain, foreign-host;
+//  3. a damaged head: uncertain, unsafe-replacement;
+//  4. the keys held by different claims: uncertain, unsafe-replacement;
+//  5. the caller adopts this very owner: owned;
+//  6. the owner live, unknown or invalid: already-active, nothing published;
+//  7. the claim from an earlier boot of this machine: stopped with a boot
+//     proof, or uncertain needing one;
+//  8. one key already stopped with a proof: the other finished with it;
+//  9. reserved, no spawn marker, unit absent: stopped with a no-unit proof;
+//  10. otherwise uncertain (or stopping, handed back to resume), with the
+//     spawn marker carried forward.
+//
+// Nothing is published unless the owner is proven gone. Every publication
+// is fenced on the heads judged: if one moved, the classification starts
+// over from a fresh read (bounded), so two racing classifiers never both
+// publish conflicting outcomes. Classifying again on the same evidence
+// publishes nothing.
+func (s *Store) Classify(ctx context.Context, seat, session Key, opts *ClassifyOptions) (*Result, error) {
+	if err := checkKinds(seat, session); err != nil {
+		return nil, err
+	}
+	if opts == nil {
+		opts = &ClassifyOptions{}
+	}
+	for range s.retries {
+		res, err := s.classifyOnce(ctx, seat, session, opts)
+		if _, raced := err.(errRaced); raced {
+			continue
+		}
+		return res, err
+	}
+	return &Result{Outcome: OutcomeUncertain, Refusal: refuse(UnsafeReplacement, "", fmt.Sprintf("%s and %s changed during every one of %d classifications", seat, session, s.retries), nil, seat, session)}, nil
+}
+
+func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *ClassifyOptions) (*Result, error) {
+	p, err := s.Pair(seatK, sessionK)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Seat: p.Seat, Session: p.Session, DryRun: opts.DryRun}
+
+	// 1.
+	if !p.Held() {
+		res.Outcome = OutcomeFree
+		return res, nil
+	}
+	// 2–4: the refusal a held pair gives names exactly these cases first.
+	if r := s.Refusal(p); r.Code == ForeignHost || p.Seat.Damage != nil && p.Seat.Held() || p.Session.Damage != nil && p.Session.Held() {
+		res.Outcome, res.Refusal, res.ClaimID = OutcomeUncertain, r, r.ClaimID
+		res.Damaged = r.Code == UnsafeReplacement
+		return res, nil
+	}
+	var held []*Head
+	for _, h := range []*Head{p.Seat, p.Session} {
+		if h.Held() {
+			held = append(held, h)
+		}
+	}
+	if len(held) == 2 && held[0].Record.ClaimID != held[1].Record.ClaimID {
+		res.Outcome, res.Refusal = OutcomeUncertain, s.Refusal(p)
+		return res, nil
+	}
+
+	// 5. The claim's latest record. Every step publishes on the seat key
+	// first, so when the seat's head belongs to the claim it is the newer
+	// of the two; wall-clock writtenAt is never consulted.
+	id := held[0].Record.ClaimID
+	res.ClaimID = id
+	var ours []*Head
+	for _, h := range []*Head{p.Seat, p.Session} {
+		if h.Record != nil && h.Record.ClaimID == id {
+			ours = append(ours, h)
+		}
+	}
+	latest := ours[0].Record
+	res.Record = latest
+	claim := &Claim{ID: id, Seat: seatK, Session: sessionK, SeatRev: p.Seat.N, SessionRev: p.Session.N, Record: latest.clone()}
+	owner, oerr := latest.Owner()
+	if opts.Adopt != nil && oerr == nil && owner.PID == opts.Adopt.PID && bytes.Equal(compact(owner.Incarnation), compact(opts.Adopt.Incarnation)) {
+		res.Outcome, res.Claim = OutcomeOwned, claim
+		return res, nil
+	}
+
+	// 6. Only a proven-gone owner goes further.
+	if oerr != nil {
+		res.Owner, res.OwnerReason = hostid.Invalid, oerr.Error()
+	} else {
+		who := owner.Identity()
+		if who.Boot == "" {
+			// The owner ran on the recorded host, in its boot: a later
+			// boot ends it even if its pid and start ticks recur.
+			who.Boot = latest.Host.BootID
+		}
+		res.Owner, res.OwnerReason = hostid.Judge(s.host, who)
+	}
+	pair := p.State()
+	if res.Owner != hostid.Gone {
+		res.Outcome = Outcome(pair)
+		res.Refusal = refuse(AlreadyActive, id, fmt.Sprintf("claim %s's owner is %s: %s", id, res.Owner, res.OwnerReason), nil, seatK, sessionK)
+		return res, nil
+	}
+
+	marker := spawnMarkerOf(ours)
+
+	// 7. Another boot of this machine: every process of that boot is gone.
+	boot, err := s.host.BootID()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read this boot's id, so no claim can be judged: %w", err)
+	}
+	if latest.Host.BootID != boot {
+		issuer := opts.BootProofs
+		if issuer == nil {
+			issuer = storeIssuer{s}
+		}
+		var ref string
+		if opts.DryRun {
+			if _, native := issuer.(storeIssuer); native {
+				ref = "(to be issued)"
+			}
+		} else if ref, err = issuer.IssueBootProof(ctx, latest); err != nil {
+			return nil, err
+		}
+		if ref == "" {
+			res.Outcome, res.Needs = OutcomeUncertain, NeedsBootProof
+			res.Refusal = refuse(UnsafeReplacement, id, fmt.Sprintf("claim %s is from boot %s, not this boot %s, and no boot proof was issued", id, latest.Host.BootID, boot), nil, seatK, sessionK)
+			return res, nil
+		}
+		if !opts.DryRun {
+			if bp, err := s.ReadBootProof(ref); err == nil {
+				res.BootProof = bp
+			}
+		}
+		next := latest.clone()
+		next.State, next.Proof = Stopped, &Proof{Kind: ProofBoot, Ref: ref, raw: bootProofJSON(ref)}
+		setMarker(next, marker)
+		if err := applyFields(&next.Fields, opts.StoppedFields); err != nil {
+			return nil, err
+		}
+		res.Outcome, res.Proof = OutcomeStopped, next.Proof
+		return res, s.finish(claim, p, next, res)
+	}
+
+	// 8. A release cut between the keys: finish it with the same proof.
+	for _, h := range ours {
+		if h.Record.State == Stopped && h.Record.Proof != nil {
+			next := h.Record.clone()
+			setMarker(next, marker)
+			res.Outcome, res.Proof, res.Completed = OutcomeStopped, next.Proof, true
+			return res, s.finish(claim, p, next, res)
+		}
+	}
+
+	// 9. Reserved with nothing spawned and no unit: nothing ever ran.
+	obs := UnitObservation{Name: latest.UnitName(), State: UnitUnknown, Detail: "no unit lookup configured"}
+	if obs.Name == "" {
+		obs.Detail = "the record names no unit"
+	} else if opts.Units != nil {
+		obs = opts.Units.LookupUnit(ctx, obs.Name)
+	}
+	res.Unit = &obs
+	if pair == Reserved && marker == nil && obs.State == UnitAbsent {
+		next := latest.clone()
+		next.State, next.Proof = Stopped, NewProof(ProofNoUnit, "")
+		if err := applyFields(&next.Fields, opts.StoppedFields); err != nil {
+			return nil, err
+		}
+		res.Outcome, res.Proof = OutcomeStopped, next.Proof
+		return res, s.finish(claim, p, next, res)
+	}
+
+	// 10. Anything else may still run. An absent unit after a spawn is an
+	// observation, not a proof; the marker is carried, never dropped.
+	next := latest.clone()
+	next.State = Uncertain
+	if latest.State == Stopping && latest.StopRequested() {
+		next.State = Stopping
+		res.ResumeStop, _ = latest.Fields.Get(fieldStop)
+	}
+	setMarker(next, marker)
+	if opts.Adopt != nil {
+		raw, err := jsJSON(opts.Adopt)
+		if err != nil {
+			return nil, err
+		}
+		next.Fields.Set(fieldOwner, raw)
+		res.Adopted = true
+	}
+	res.Outcome = Outcome(next.State)
+	res.Refusal = refuse(UnsafeReplacement, id, fmt.Sprintf("claim %s's owner is gone, but its writer may still run (unit %s: %s)", id, obs.State, obs.Detail), nil, seatK, sessionK)
+	if err := s.finish(claim, p, next, res); err != nil {
+		return nil, err
+	}
+	if opts.Adopt != nil || next.State == Stopping {
+		res.Claim = claim
+	}
+	return res, nil
+}
+
+// spawnMarkerOf returns the first truthy spawn marker among the claim's
+// heads, as written, or nil.
+func spawnMarkerOf(ours []*Head) json.RawMessage {
+	for _, h := range ours {
+		if raw, ok := h.Record.Fields.Get(fieldSpawnMarker); ok && truthy(raw) {
+			return raw
+		}
+	}
+	return nil
+}
+
+func setMarker(r *Record, marker json.RawMessage) {
+	if marker != nil {
+		r.Fields.Set(fieldSpawnMarker, marker)
+	}
+}
+
+func bootProofJSON(ref string) json.RawMessage {
+	b, _ := marshal(map[string]any{"kind": ProofBoot, "ref": ref, "effects": nil}, "kind", "ref", "effects")
+	return b
+}
+
+// finish brings both keys of the claim to next, seat first, fenced on the
+// heads p that the classification judged. A key already at next (same
+// claim, state, proof, marker and owner) is left alone, which makes a
+// second classification publish nothing. A key whose head belongs to an
+// older claim that no longer holds it (a half-done acquire) gains the
+// revision too.
+func (s *Store) finish(c *Claim, p *Pair, next *Record, res *Result) error {
+	for _, h := range []*Head{p.Seat, p.Session} {
+		if h.Damage != nil {
+			return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("%s has a damaged head revision %d", h.Key, h.N), h.Damage, c.Seat, c.Session)
+		}
+		if h.Record != nil && h.Record.ClaimID != c.ID && h.Held() {
+			return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("%s belongs to claim %s", h.Key, h.Record.ClaimID), nil, c.Seat, c.Session)
+		}
+		rev := &c.SeatRev
+		if h.Key.Kind == KindSession {
+			rev = &c.SessionRev
+		}
+		if h.Record != nil && sameOutcome(h.Record, next) {
+			*rev = h.N
+			continue
+		}
+		res.Published = append(res.Published, Published{Key: h.Key, Revision: h.N + 1, State: next.State})
+		if res.DryRun {
+			continue
+		}
+		won, err := s.publish(h.Key, h.N+1, next)
+		if err != nil {
+			return err
+		}
+		if !won {
+			return errRaced{}
+		}
+		*rev = h.N + 1
+		if h.Key.Kind == KindSeat {
+			if err := s.pause(Point{Barrier: BarrierBetweenKeys, Key: h.Key, Revision: h.N + 1, ClaimID: c.ID}); err != nil {
+				return err
+			}
+		}
+	}
+	c.Record = next
+	return nil
+}
+
+func sameOutcome(a, b *Record) bool {
+	if a.ClaimID != b.ClaimID || a.State != b.State || !a.Proof.equal(b.Proof) || a.SpawnMarker() != b.SpawnMarker() {
+		return false
+	}
+	ao, _ := a.Fields.Get(fieldOwner)
+	bo, _ := b.Fields.Get(fieldOwner)
+	return bytes.Equal(compact(ao), compact(bo))
+}

@@ -1,0 +1,338 @@
+package claimstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/claimstore/claimstore/hostid"
+)
+
+const (
+	testMachine = "0123456789abcdef0123456789abcdef"
+	bootA       = "aaaaaaaa-0000-4000-8000-000000000001"
+	bootB       = "bbbbbbbb-0000-4000-8000-000000000002"
+)
+
+var errCrash = errors.New("crash")
+
+func testKeys(t *testing.T) (Key, Key) {
+	t.Helper()
+	seat, err := SeatKey("seat-1", "proj", "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := SessionKey("sess-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seat, session
+}
+
+// lifecycle runs acquire, advance to active with a spawn marker, and
+// release, stopping at the nth barrier point of step op (counting from 1);
+// n = 0 runs everything. It returns how many barrier points op met.
+func lifecycle(t *testing.T, root, op string, n int) int {
+	t.Helper()
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+	count, current := 0, ""
+	s, err := Open(root, &Options{Host: host, Barrier: func(p Point) error {
+		if current != op {
+			return nil
+		}
+		count++
+		if count == n {
+			return errCrash
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	current = "acquire"
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
+	if err != nil {
+		if errors.Is(err, errCrash) {
+			return count
+		}
+		t.Fatal(err)
+	}
+	current = "advance"
+	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		if errors.Is(err, errCrash) {
+			return count
+		}
+		t.Fatal(err)
+	}
+	current = "release"
+	if err := s.Release(c, NewProof(ProofCohort, "cohort-1")); err != nil {
+		if errors.Is(err, errCrash) {
+			return count
+		}
+		t.Fatal(err)
+	}
+	return count
+}
+
+// TestClassifyAfterCrashAtEveryBarrier takes a claim through a crash at
+// every barrier point of acquire, advance and release, then classifies it
+// in the same boot (the owner's pid gone) and after a reboot. Every case
+// must end exactly as the decision table says, and none may end free
+// without a proof.
+func TestClassifyAfterCrashAtEveryBarrier(t *testing.T) {
+	for _, op := range []string{"acquire", "advance", "release"} {
+		total := lifecycle(t, filepath.Join(t.TempDir(), "root"), op, 0)
+		if total < 9 {
+			t.Fatalf("%s met %d barrier points, want at least 9 (4 per key and between-keys)", op, total)
+		}
+		for n := 1; n <= total; n++ {
+			for _, reboot := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/point%d/reboot=%v", op, n, reboot), func(t *testing.T) {
+					root := filepath.Join(t.TempDir(), "root")
+					lifecycle(t, root, op, n)
+					boot := bootA
+					if reboot {
+						boot = bootB
+					}
+					host := &fakeHost{machine: testMachine, boot: boot, procs: map[int]string{}}
+					s, err := Open(root, &Options{Host: host})
+					if err != nil {
+						t.Fatal(err)
+					}
+					seat, session := testKeys(t)
+					before, err := s.Pair(seat, session)
+					if err != nil {
+						t.Fatal(err)
+					}
+					markerBefore := false
+					for _, h := range []*Head{before.Seat, before.Session} {
+						if h.Record != nil && h.Held() && h.Record.SpawnMarker() {
+							markerBefore = true
+						}
+					}
+					res, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: mapUnits{}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					after, err := s.Pair(seat, session)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// The decision table, from what the crash left.
+					var want Outcome
+					switch {
+					case !before.Held():
+						want = OutcomeFree
+					case reboot:
+						want = OutcomeStopped // a boot proof
+					case before.Seat.Record != nil && before.Seat.Record.State == Stopped && before.Seat.Record.Proof != nil:
+						want = OutcomeStopped // release completed
+					case before.State() == Reserved && !markerBefore:
+						want = OutcomeStopped // no unit, nothing spawned
+					default:
+						want = OutcomeUncertain
+					}
+					if res.Outcome != want {
+						t.Fatalf("outcome %s, want %s (pair before: %s; result %+v)", res.Outcome, want, before.State(), res)
+					}
+					if after.Held() != (want == OutcomeUncertain) {
+						t.Errorf("after classify: held=%v, outcome %s", after.Held(), res.Outcome)
+					}
+					for _, h := range []*Head{after.Seat, after.Session} {
+						if h.N == 0 {
+							continue
+						}
+						if !h.Held() {
+							if h.Record.Proof == nil {
+								t.Errorf("%s is free without a proof", h.Key)
+							} else if err := s.VerifyProof(h.Record); err != nil {
+								t.Errorf("%s: proof does not verify: %v", h.Key, err)
+							}
+							if reboot && h.Record.Proof.Kind != ProofBoot && !res.Completed && before.Held() {
+								t.Errorf("%s: after a reboot, proof %s, want boot", h.Key, h.Record.Proof.Kind)
+							}
+						}
+						if markerBefore && !h.Record.SpawnMarker() && h.Record.ClaimID == res.ClaimID && !(h.Record.State == Stopped && res.Completed) {
+							t.Errorf("%s: spawn marker lost", h.Key)
+						}
+					}
+					if res.Outcome == OutcomeStopped && res.Proof.Kind == ProofBoot && res.BootProof == nil {
+						t.Error("boot proof issued but not reported")
+					}
+					again, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: mapUnits{}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(again.Published) != 0 {
+						t.Errorf("second classification published %v", again.Published)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestClassifyTable has one row per branch of the decision table (SPEC §6),
+// each built from real revisions on disk.
+func TestClassifyTable(t *testing.T) {
+	ctx := context.Background()
+	type row struct {
+		name    string
+		setup   func(t *testing.T, s *Store, seat, session Key)
+		host    *fakeHost // the classifying host
+		opts    *ClassifyOptions
+		want    Outcome
+		refusal Code
+		needs   string
+		proof   ProofKind
+		publish int
+	}
+	live := map[int]string{4100: "500"}
+	sameBootGone := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
+	acquire := func(state State, marker bool) func(t *testing.T, s *Store, seat, session Key) {
+		return func(t *testing.T, s *Store, seat, session Key) {
+			c, err := s.Acquire(seat, session, AcquireFields{ClaimID: "c00000000000000000000000a", Owner: Owner{PID: 4100, Start: "500", Incarnation: []byte("7")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if state != Reserved || marker {
+				p := Patch{State: state}
+				if marker {
+					p.Fields = map[string]any{"spawnMarker": true}
+				}
+				if state == Stopping {
+					p.Fields = map[string]any{"spawnMarker": true, "stop": map[string]string{"by": "test"}}
+				}
+				if err := s.Advance(c, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	rows := []row{
+		{name: "1 free", setup: func(*testing.T, *Store, Key, Key) {}, host: sameBootGone, want: OutcomeFree},
+		{name: "2 foreign host", setup: acquire(Active, true), host: &fakeHost{machine: "ffffffffffffffffffffffffffffffff", boot: bootB, procs: map[int]string{}}, want: OutcomeUncertain, refusal: ForeignHost},
+		{name: "3 damaged head", setup: func(t *testing.T, s *Store, seat, session Key) {
+			acquire(Active, true)(t, s, seat, session)
+			writeRaw(t, s, session, 3, "{torn")
+		}, host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement},
+		{name: "4 mixed claims", setup: func(t *testing.T, s *Store, seat, session Key) {
+			acquire(Active, true)(t, s, seat, session)
+			other, _ := SessionKey("other")
+			seat2, _ := SeatKey("seat-2", "proj", "/ws")
+			c2, err := s.Acquire(seat2, other, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Forge the second claim's record onto the first session key.
+			rec := c2.Record.clone()
+			h, _ := s.Head(session)
+			if _, err := s.publish(session, h.N+1, rec); err != nil {
+				t.Fatal(err)
+			}
+		}, host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement},
+		{name: "5 adopt same owner", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Adopt: &Owner{PID: 4100, Incarnation: []byte("7")}}, want: OutcomeOwned},
+		{name: "6 owner live", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootA, procs: live}, want: OutcomeActive, refusal: AlreadyActive},
+		{name: "6 owner unknown (proc unreadable)", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootA, procs: nil}, opts: nil, want: OutcomeActive, refusal: AlreadyActive},
+		{name: "7 other boot, pid reused with the same start", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: live}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
+		{name: "7 other boot with proof", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
+		{name: "7 other boot without issuer", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, opts: &ClassifyOptions{BootProofs: NoBootProofs}, want: OutcomeUncertain, refusal: UnsafeReplacement, needs: NeedsBootProof},
+		{name: "8 release cut between keys", setup: func(t *testing.T, s *Store, seat, session Key) {
+			c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.barrier = func(p Point) error {
+				if p.Barrier == BarrierBetweenKeys {
+					return errCrash
+				}
+				return nil
+			}
+			if err := s.Release(c, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
+				t.Fatal(err)
+			}
+		}, host: sameBootGone, want: OutcomeStopped, proof: ProofCohort, publish: 1},
+		{name: "9 reserved, no unit", setup: acquire(Reserved, false), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeStopped, proof: ProofNoUnit, publish: 2},
+		{name: "10 reserved, unit present", setup: acquire(Reserved, false), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{"mosaic-chat-c00000000000000000000000a": "alive"}}, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
+		{name: "10 reserved, no unit lookup", setup: acquire(Reserved, false), host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
+		{name: "10 marker, unit absent", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
+		{name: "10 stopping in flight", setup: acquire(Stopping, true), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeStopping, refusal: UnsafeReplacement},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "root")
+			w, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: live}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seat, session := testKeys(t)
+			r.setup(t, w, seat, session)
+			s, err := Open(root, &Options{Host: r.host})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.host.procs == nil {
+				s.host = unreadableProc{r.host}
+			}
+			res, err := s.Classify(ctx, seat, session, r.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != r.want {
+				t.Errorf("outcome %s, want %s (%+v)", res.Outcome, r.want, res)
+			}
+			var code Code
+			if res.Refusal != nil {
+				code = res.Refusal.Code
+			}
+			if code != r.refusal {
+				t.Errorf("refusal %q, want %q", code, r.refusal)
+			}
+			if res.Needs != r.needs {
+				t.Errorf("needs %q, want %q", res.Needs, r.needs)
+			}
+			var pk ProofKind
+			if res.Proof != nil {
+				pk = res.Proof.Kind
+			}
+			if pk != r.proof {
+				t.Errorf("proof %q, want %q", pk, r.proof)
+			}
+			if len(res.Published) != r.publish {
+				t.Errorf("published %v, want %d revisions", res.Published, r.publish)
+			}
+			if r.proof == ProofBoot {
+				if res.BootProof == nil || res.BootProof.RecordedBootID != bootA || res.BootProof.CurrentBootID != bootB || res.BootProof.ClaimID != res.ClaimID {
+					t.Errorf("boot proof %+v", res.BootProof)
+				}
+				h, _ := s.Head(session)
+				if err := s.VerifyProof(h.Record); err != nil {
+					t.Errorf("VerifyProof: %v", err)
+				}
+			}
+			if r.want == OutcomeStopping && res.ResumeStop == nil {
+				t.Error("stop in flight not handed back")
+			}
+		})
+	}
+}
+
+// unreadableProc presents a host whose /proc cannot be read.
+type unreadableProc struct{ *fakeHost }
+
+func (u unreadableProc) StartTime(pid int) (string, error) {
+	return "", fmt.Errorf("open /proc/%d/stat: permission denied", pid)
+}
+
+var _ hostid.Host = unreadableProc{}
+
+func writeRaw(t *testing.T, s *Store, k Key, n uint64, content string) {
+	t.Helper()
+	dir := s.KeyDir(k)
+	if err := writeFile0400(filepath.Join(dir, RevisionName(n)), content); err != nil {
+		t.Fatal(err)
+	}
+}

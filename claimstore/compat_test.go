@@ -1,0 +1,237 @@
+package claimstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestKeyHashVectors checks Key.JSON and Key.Hash against vectors the
+// reference implementation computed with JSON.stringify and SHA-256.
+func TestKeyHashVectors(t *testing.T) {
+	data, err := os.ReadFile("../testdata/keyhash.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vectors []struct {
+		Name string            `json:"name"`
+		Key  map[string]string `json:"key"`
+		JSON string            `json:"json"`
+		Hash string            `json:"hash"`
+	}
+	if err := json.Unmarshal(data, &vectors); err != nil {
+		t.Fatal(err)
+	}
+	if len(vectors) < 40 {
+		t.Fatalf("only %d vectors", len(vectors))
+	}
+	for _, v := range vectors {
+		var k Key
+		if v.Key["kind"] == "seat" {
+			k, err = SeatKey(v.Key["seat"], v.Key["project"], v.Key["workspace"])
+		} else {
+			k, err = SessionKey(v.Key["session"])
+		}
+		if err != nil {
+			t.Errorf("%s: %v", v.Name, err)
+			continue
+		}
+		if got := string(k.JSON()); got != v.JSON {
+			t.Errorf("%s: JSON\n got %q\nwant %q", v.Name, got, v.JSON)
+		}
+		if got := k.Hash(); got != v.Hash {
+			t.Errorf("%s: Hash = %s, want %s", v.Name, got, v.Hash)
+		}
+	}
+}
+
+// refDriver runs one request against the real reference implementation
+// (testdata/refdriver.mjs under Node.js). Where Node.js or the reference
+// is missing the test is skipped, saying why, except in CI, which must run
+// it.
+func refDriver(t *testing.T, req map[string]any) []map[string]any {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	ref := os.Getenv("CLAIMSTORE_REFERENCE")
+	if ref == "" {
+		ref, _ = filepath.Abs("../../shared/reference")
+	}
+	_, rerr := os.Stat(filepath.Join(ref, "stack/packages/conversation/src/claim.mjs"))
+	if err != nil || rerr != nil {
+		msg := "the reference implementation cannot run here: need node on PATH and the reference at $CLAIMSTORE_REFERENCE or ../shared/reference"
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s (node: %v, reference: %v)", msg, err, rerr)
+		}
+		t.Skipf("%s (node: %v, reference: %v)", msg, err, rerr)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "../testdata/refdriver.mjs")
+	cmd.Env = append(os.Environ(), "CLAIMSTORE_REFERENCE="+ref)
+	cmd.Stdin = bytes.NewReader(body)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("refdriver: %v\n%s\n%s", err, out, stderr.Bytes())
+	}
+	var resp struct {
+		Results []map[string]any `json:"results"`
+	}
+	if err := json.Unmarshal(out, &resp); err != nil {
+		t.Fatalf("refdriver output %q: %v", out, err)
+	}
+	return resp.Results
+}
+
+const (
+	compatMachine = "3f6c2a9e8d7b41c0a5e4f3d2c1b0a998"
+	compatBoot    = "5b0c9a3e-2f1d-4c8b-9e7a-1d2c3b4a5f60"
+)
+
+func compatRequest(root string, ops ...map[string]any) map[string]any {
+	return map[string]any{
+		"root": root, "host": map[string]string{"machineId": compatMachine, "bootId": compatBoot},
+		"processes": map[string]string{"4100": "88001"}, "now": "2026-01-01T00:00:00.000Z", "ops": ops,
+	}
+}
+
+// view is what both implementations must agree on for a key.
+type view struct {
+	N       float64
+	State   string
+	Held    bool
+	Damaged bool
+	Record  any // the head record as a JSON value
+}
+
+func goView(t *testing.T, s *Store, k Key) view {
+	t.Helper()
+	h, err := s.Head(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := view{N: float64(h.N), State: string(h.State()), Held: h.Held(), Damaged: h.Damage != nil}
+	if h.Record != nil {
+		data, err := s.Backend().Read(k.Loc(), h.N)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &v.Record); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return v
+}
+
+func refView(r map[string]any) view {
+	v := view{State: r["state"].(string), Held: r["held"].(bool), Damaged: r["damaged"].(bool), Record: r["record"]}
+	v.N, _ = r["n"].(float64)
+	return v
+}
+
+// TestCompatWithReference shares one root between this implementation and
+// the reference, each writing steps of the same claims, and requires both to
+// read every key the same after every step.
+func TestCompatWithReference(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: compatMachine, boot: compatBoot, procs: map[int]string{4100: "88001"}}
+	s, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, _ := SeatKey("seat-<1>", "proj & co", "/home/dév/ws\u2028")
+	session, _ := SessionKey("sess\t\"0001\"")
+	refSeat := map[string]string{"seat": seat.Seat, "project": seat.Project, "workspace": seat.Workspace}
+	agree := func(step string) {
+		t.Helper()
+		res := refDriver(t, compatRequest(root,
+			map[string]any{"op": "head", "seat": refSeat},
+			map[string]any{"op": "head", "session": session.Session}))
+		for i, k := range []Key{seat, session} {
+			if res[i]["ok"] != true {
+				t.Fatalf("%s: reference head: %v", step, res[i])
+			}
+			if diff := cmp.Diff(refView(res[i]), goView(t, s, k)); diff != "" {
+				t.Errorf("%s: %s (-reference +this):\n%s", step, k, diff)
+			}
+		}
+	}
+
+	// This implementation acquires and advances, with a member of its own.
+	owner := Owner{PID: 4100, Start: "88001", Incarnation: json.RawMessage("1")}
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: owner, Fields: map[string]any{"generation": 1, "pins": []string{"a"}, "bindingId": "b<&>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agree("go acquire")
+	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true, "futureField": map[string]any{"x": []int{1, 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	agree("go advance")
+
+	// The reference advances the same claim (rebuilt from the heads) and
+	// must carry this implementation's members forward.
+	res := refDriver(t, compatRequest(root, map[string]any{"op": "advance", "claimId": c.ID, "seat": refSeat, "session": session.Session,
+		"patch": map[string]any{"state": "stopping", "stop": map[string]any{"by": "ref"}}}))
+	if res[0]["ok"] != true {
+		t.Fatalf("reference advance: %v", res[0])
+	}
+	agree("reference advance")
+	h, err := s.Head(session)
+	if err != nil || h.Record == nil {
+		t.Fatalf("head after the reference's advance: %v %v", err, h.Damage)
+	}
+	if raw, ok := h.Record.Fields.Get("futureField"); !ok || string(raw) != `{"x":[1,2]}` {
+		t.Errorf("futureField after the reference's advance = %s, %v", raw, ok)
+	}
+
+	// This implementation continues the claim from the reference's heads:
+	// classification adopts the same owner and hands the claim back.
+	got, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Adopt: &owner})
+	if err != nil || got.Outcome != OutcomeOwned {
+		t.Fatalf("classify = %+v, %v; want owned", got, err)
+	}
+	if err := s.Release(got.Claim, NewProof(ProofCohort, "cohort-1")); err != nil {
+		t.Fatal(err)
+	}
+	agree("go release")
+
+	// The reference acquires the freed pair; this implementation reads it
+	// and refuses a second claim exactly as the reference would.
+	res = refDriver(t, compatRequest(root, map[string]any{"op": "acquire", "seat": refSeat, "session": session.Session,
+		"fields": map[string]any{"claimId": "c0123456789abcdef01234567", "owner": map[string]any{"pid": 4100, "start": "88001", "incarnation": 2}, "generation": 2}}))
+	if res[0]["ok"] != true {
+		t.Fatalf("reference acquire: %v", res[0])
+	}
+	agree("reference acquire")
+	if _, err := s.Acquire(seat, session, AcquireFields{Owner: owner}); err == nil {
+		t.Fatal("acquire over the reference's claim succeeded")
+	} else if r, ok := err.(*Refusal); !ok || r.Code != AlreadyActive {
+		t.Fatalf("acquire over the reference's claim: %v, want already-active", err)
+	}
+	// And the reference refuses this implementation's acquire attempt's
+	// twin: both agree the pair is held.
+	res = refDriver(t, compatRequest(root, map[string]any{"op": "acquire", "seat": refSeat, "session": session.Session,
+		"fields": map[string]any{"owner": map[string]any{"pid": 4100, "start": "88001", "incarnation": 3}}}))
+	if res[0]["ok"] != false || res[0]["code"] != string(AlreadyActive) {
+		t.Fatalf("reference acquire on a held pair: %v", res[0])
+	}
+
+	// A torn revision written by hand reads damaged in both.
+	res = refDriver(t, compatRequest(root, map[string]any{"op": "write", "path": filepath.Join(string(KindSession), session.Hash(), RevisionName(h.N+3)), "content": "{\"version\":1,\n"}))
+	if res[0]["ok"] != true {
+		t.Fatalf("reference write: %v", res[0])
+	}
+	agree("torn head")
+}
+
+func writeFile0400(name, content string) error { return os.WriteFile(name, []byte(content), 0o400) }
