@@ -552,10 +552,14 @@ func (f *FS) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, erro
 	i := f.sh.alloc(meta{kind: kFile, perm: perm.Perm()})
 	t := &tempFile{f: f, ino: i, dir: d, dirPath: dir}
 	if f.opts.NamedTemps {
-		f.temps++
-		t.name = claimstore.TempPrefix + "crashfs." + strconv.Itoa(f.temps)
-		if _, ok := f.live[d].entries[t.name]; ok {
-			return nil, pathErr("open", path.Join(dir, t.name), syscall.EEXIST)
+		// Like a real writer's random names, never collide with a
+		// temporary an earlier (crashed) writer left behind.
+		for {
+			f.temps++
+			t.name = claimstore.TempPrefix + "crashfs." + strconv.Itoa(f.temps)
+			if _, ok := f.live[d].entries[t.name]; !ok {
+				break
+			}
 		}
 		f.record(&op{kind: opEntry, dir: d, name: t.name, ino: i})
 	} else {
