@@ -453,57 +453,7 @@ func checkCrash(t *testing.T, w *world, live, st *crashfs.FS, where string, boot
 	h := &testHost{machine: testMachine, boot: boot, procs: map[int]string{}}
 	s := w.open(st, h, nil)
 	for name, ks := range w.keys {
-		before, err := s.Pair(ks[0], ks[1])
-		if err != nil {
-			t.Fatalf("%s: pair of %s: %v", where, name, err)
-		}
-		res, err := s.Classify(context.Background(), ks[0], ks[1], &claimstore.ClassifyOptions{Units: absentUnits{}})
-		if err != nil {
-			t.Errorf("%s: classify %s: %v", where, name, err)
-			continue
-		}
-		after, err := s.Pair(ks[0], ks[1])
-		if err != nil {
-			t.Fatalf("%s: pair of %s: %v", where, name, err)
-		}
-		switch res.Outcome {
-		case claimstore.OutcomeFree:
-			if before.Held() {
-				t.Errorf("%s: classify %s: free, but the pair was held (%s)", where, name, before.State())
-			}
-		case claimstore.OutcomeStopped:
-			if after.Held() {
-				t.Errorf("%s: classify %s: stopped, but the pair is still held (%s)", where, name, after.State())
-			}
-			for _, hd := range []*claimstore.Head{after.Seat, after.Session} {
-				if hd.Record == nil {
-					continue
-				}
-				if err := s.VerifyProof(hd.Record); err != nil {
-					t.Errorf("%s: classify %s: %s stopped with a proof that does not verify: %v", where, name, hd.Key, err)
-				}
-				if hd.Record.Proof != nil && hd.Record.Proof.Kind == claimstore.ProofNoUnit && w.marked[hd.Record.ClaimID] {
-					t.Errorf("%s: classify %s: %s stopped with a no-unit proof, but claim %s's spawn marker was acknowledged", where, name, hd.Key, hd.Record.ClaimID)
-				}
-			}
-		case claimstore.OutcomeUncertain, claimstore.OutcomeStopping:
-			if res.Refusal == nil && res.Needs == "" {
-				t.Errorf("%s: classify %s: %s without a reason", where, name, res.Outcome)
-			}
-			if !after.Held() {
-				t.Errorf("%s: classify %s: %s, but the pair reads free", where, name, res.Outcome)
-			}
-		default:
-			t.Errorf("%s: classify %s: outcome %s on a host where no owner runs", where, name, res.Outcome)
-		}
-		// Classifying again on the same evidence publishes nothing new
-		// that changes the outcome.
-		res2, err := s.Classify(context.Background(), ks[0], ks[1], &claimstore.ClassifyOptions{Units: absentUnits{}})
-		if err != nil {
-			t.Errorf("%s: second classify %s: %v", where, name, err)
-		} else if res.Free() != res2.Free() {
-			t.Errorf("%s: classify %s twice: %s then %s", where, name, res.Outcome, res2.Outcome)
-		}
+		checkClassify(t, s, ks[0], ks[1], w.marked, where+": classify "+name)
 	}
 	// After classify, the names the crash left keep their contents; the
 	// holders need not hold any more (their owners are gone, and classify
@@ -528,6 +478,66 @@ func checkCrash(t *testing.T, w *world, live, st *crashfs.FS, where string, boot
 		if err == nil {
 			break // the pairs of a scenario may share a key: one new claim is enough
 		}
+	}
+}
+
+// checkClassify classifies a pair on a host where no owner runs and checks
+// that the answer is resolved without guessing: free only when nothing
+// held it, stopped only with a proof that verifies (and never a no-unit
+// proof for a claim whose spawn marker was acknowledged), and otherwise
+// uncertain or stopping with a reason, the pair still held.
+func checkClassify(t *testing.T, s *claimstore.Store, seat, session claimstore.Key, marked map[string]bool, where string) {
+	t.Helper()
+	before, err := s.Pair(seat, session)
+	if err != nil {
+		t.Fatalf("%s: pair: %v", where, err)
+	}
+	res, err := s.Classify(context.Background(), seat, session, &claimstore.ClassifyOptions{Units: absentUnits{}})
+	if err != nil {
+		t.Errorf("%s: %v", where, err)
+		return
+	}
+	after, err := s.Pair(seat, session)
+	if err != nil {
+		t.Fatalf("%s: pair: %v", where, err)
+	}
+	switch res.Outcome {
+	case claimstore.OutcomeFree:
+		if before.Held() {
+			t.Errorf("%s: free, but the pair was held (%s)", where, before.State())
+		}
+	case claimstore.OutcomeStopped:
+		if after.Held() {
+			t.Errorf("%s: stopped, but the pair is still held (%s)", where, after.State())
+		}
+		for _, hd := range []*claimstore.Head{after.Seat, after.Session} {
+			if hd.Record == nil {
+				continue
+			}
+			if err := s.VerifyProof(hd.Record); err != nil {
+				t.Errorf("%s: %s stopped with a proof that does not verify: %v", where, hd.Key, err)
+			}
+			if hd.Record.Proof != nil && hd.Record.Proof.Kind == claimstore.ProofNoUnit && marked[hd.Record.ClaimID] {
+				t.Errorf("%s: %s stopped with a no-unit proof, but claim %s's spawn marker was acknowledged", where, hd.Key, hd.Record.ClaimID)
+			}
+		}
+	case claimstore.OutcomeUncertain, claimstore.OutcomeStopping:
+		if res.Refusal == nil && res.Needs == "" {
+			t.Errorf("%s: %s without a reason", where, res.Outcome)
+		}
+		if !after.Held() {
+			t.Errorf("%s: %s, but the pair reads free", where, res.Outcome)
+		}
+	default:
+		t.Errorf("%s: outcome %s on a host where no owner runs", where, res.Outcome)
+	}
+	// Classifying again on the same evidence publishes nothing new
+	// that changes the outcome.
+	res2, err := s.Classify(context.Background(), seat, session, &claimstore.ClassifyOptions{Units: absentUnits{}})
+	if err != nil {
+		t.Errorf("%s: classify again: %v", where, err)
+	} else if res.Free() != res2.Free() {
+		t.Errorf("%s: classified twice: %s then %s", where, res.Outcome, res2.Outcome)
 	}
 }
 
