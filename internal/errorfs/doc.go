@@ -25,6 +25,7 @@
 //
 // # Caveats
 //
-// Faults are deterministic: there is no probability knob. Rules are checked
-// in the order added and the first that hits wins.
+// Faults are deterministic: there is no probability knob. Every rule counts
+// every call it matches (for Nth and Times); of the rules that hit a call,
+// the first added wins.
 package errorfs

@@ -114,6 +114,9 @@ func (f *FS) Injected() []Injection {
 func (f *FS) match(op Op, p string, kinds ...Kind) *Rule {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Every matching rule counts the call, whether or not an earlier rule
+	// hits it, so that Nth means the same whatever other rules there are.
+	var hit *Rule
 	for _, r := range f.rules {
 		if r.Op != OpAny && r.Op != op {
 			continue
@@ -126,13 +129,15 @@ func (f *FS) match(op Op, p string, kinds ...Kind) *Rule {
 		}
 		r.matched++
 		first := max(r.Nth, 1)
-		if r.matched < first || (r.Times > 0 && r.matched >= first+r.Times) {
+		if r.matched < first || (r.Times > 0 && r.matched >= first+r.Times) || hit != nil {
 			continue
 		}
-		f.log = append(f.log, Injection{Op: op, Path: p, Kind: r.Kind})
-		return r
+		hit = r
 	}
-	return nil
+	if hit != nil {
+		f.log = append(f.log, Injection{Op: op, Path: p, Kind: hit.Kind})
+	}
+	return hit
 }
 
 func kindIn(k Kind, ks []Kind) bool {
