@@ -134,7 +134,9 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 				Orphan: fmt.Sprintf("held by claim %s, but no key of the other kind names that claim; classify it by naming both keys", in.claimID)})
 		}
 	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i][0].Hash()+pairs[i][1].Hash() < pairs[j][0].Hash()+pairs[j][1].Hash() })
+	sort.Slice(pairs, func(i, j int) bool {
+		return pairs[i][0].Hash()+pairs[i][1].Hash() < pairs[j][0].Hash()+pairs[j][1].Hash()
+	})
 	for _, pk := range pairs {
 		if err := ctx.Err(); err != nil {
 			return sum, err
@@ -283,4 +285,3 @@ func pairJSON(seat, session Key) json.RawMessage {
 	b = append(b, session.JSON()...)
 	return append(b, '}')
 }
-

@@ -122,6 +122,8 @@ type dirBackend struct {
 	// durable records directories whose entry in their parent this
 	// process has made durable; see ensureDir.
 	durable map[string]bool
+	// kindOK records kind directories checked to be real directories.
+	kindOK map[string]bool
 	// failed is the sticky fsync failure; see ErrSyncFailed.
 	failed error
 }
@@ -131,13 +133,28 @@ var _ Backend = (*dirBackend)(nil)
 // NewDirBackend returns the directory backend for the claim root on fsys:
 // the format the reference implementation writes.
 func NewDirBackend(fsys FS, root string) Backend {
-	return &dirBackend{fs: fsys, root: root, hints: map[Loc]uint64{}, durable: map[string]bool{}}
+	return &dirBackend{fs: fsys, root: root, hints: map[Loc]uint64{}, durable: map[string]bool{}, kindOK: map[string]bool{}}
 }
 
 func (b *dirBackend) dir(loc Loc) string { return filepath.Join(b.root, string(loc.Kind), loc.Hash) }
 
-// checkDir verifies that a key directory, if it exists, is a real directory.
+// checkDir verifies that a key directory, if it exists, is a real directory
+// inside a real kind directory: the store never follows a symlink out of
+// the root.
 func (b *dirBackend) checkDir(dir string) (exists bool, err error) {
+	if kind := filepath.Dir(dir); kind != b.root && filepath.Dir(kind) == b.root {
+		b.mu.Lock()
+		ok := b.kindOK[kind]
+		b.mu.Unlock()
+		if !ok {
+			if exists, err := b.checkDir(kind); err != nil || !exists {
+				return false, err
+			}
+			b.mu.Lock()
+			b.kindOK[kind] = true
+			b.mu.Unlock()
+		}
+	}
 	fi, err := b.fs.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -150,7 +167,7 @@ func (b *dirBackend) checkDir(dir string) (exists bool, err error) {
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			what = "a symlink"
 		}
-		return false, &fs.PathError{Op: "open key directory", Path: dir, Err: fmt.Errorf("%w: it is %s; the store never follows it (move it aside and run claimctl fsck)", ErrUnsafePath, what)}
+		return false, &fs.PathError{Op: "open directory", Path: dir, Err: fmt.Errorf("%w: it is %s; the store never follows it (move it aside and run claimctl fsck)", ErrUnsafePath, what)}
 	}
 	return true, nil
 }

@@ -7,16 +7,15 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/claimstore/claimstore/hostid"
 )
 
 const (
-	testMachine = "0123456789abcdef0123456789abcdef"
-	bootA       = "aaaaaaaa-0000-4000-8000-000000000001"
-	bootB       = "bbbbbbbb-0000-4000-8000-000000000002"
+	bootA = "aaaaaaaa-0000-4000-8000-000000000001"
+	bootB = "bbbbbbbb-0000-4000-8000-000000000002"
 )
-
-var errCrash = errors.New("crash")
 
 func testKeys(t *testing.T) (Key, Key) {
 	t.Helper()
@@ -326,6 +325,9 @@ type unreadableProc struct{ *fakeHost }
 func (u unreadableProc) StartTime(pid int) (string, error) {
 	return "", fmt.Errorf("open /proc/%d/stat: permission denied", pid)
 }
+
+// Signal0 says the pid exists but is not ours to signal.
+func (u unreadableProc) Signal0(int) error { return unix.EPERM }
 
 var _ hostid.Host = unreadableProc{}
 

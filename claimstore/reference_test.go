@@ -57,12 +57,12 @@ type refFixture struct {
 	Quirk       string `json:"quirk"`
 	Classify    struct {
 		Seat      struct{ Seat, Project, Workspace string } `json:"seat"`
-		Session   string                                   `json:"session"`
-		Units     mapUnits                                 `json:"units"`
-		BootProof *struct{ ID string }                     `json:"bootProof"`
-		Adopt     json.RawMessage                          `json:"adopt"`
-		Host      struct{ MachineID, BootID string }       `json:"host"`
-		Processes map[string]string                        `json:"processes"`
+		Session   string                                    `json:"session"`
+		Units     mapUnits                                  `json:"units"`
+		BootProof *struct{ ID string }                      `json:"bootProof"`
+		Adopt     json.RawMessage                           `json:"adopt"`
+		Host      struct{ MachineID, BootID string }        `json:"host"`
+		Processes map[string]string                         `json:"processes"`
 	} `json:"classify"`
 	Expect struct {
 		State     string `json:"state"`

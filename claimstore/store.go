@@ -61,7 +61,7 @@ func Open(root string, opts *Options) (*Store, error) {
 	if fsys == nil {
 		fsys = OSFS
 	}
-	if opts.FS == nil && opts.Backend == nil {
+	if _, isOS := fsys.(osFS); isOS && opts.Backend == nil {
 		if err := checkRoot(root); err != nil {
 			return nil, err
 		}
@@ -401,20 +401,32 @@ func (s *Store) pause(p Point) error {
 // publish publishes rec as revision n of k. It reports false, nil when
 // another writer won revision n.
 func (s *Store) publish(k Key, n uint64, rec *Record) (bool, error) {
+	won, _, err := s.publishLinked(k, n, rec)
+	return won, err
+}
+
+// publishLinked is publish that also reports whether the revision was
+// linked, which it may be even when a later barrier returned an error.
+func (s *Store) publishLinked(k Key, n uint64, rec *Record) (won, linked bool, err error) {
 	r := rec.clone()
 	r.Key = k
 	r.Revision = n
 	r.WrittenAt = timestamp(s.now())
 	data, err := r.Marshal()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	hook := func(b Barrier) error { return s.pause(Point{Barrier: b, Key: k, Revision: n, ClaimID: rec.ClaimID}) }
+	hook := func(b Barrier) error {
+		if b == BarrierLinked {
+			linked = true
+		}
+		return s.pause(Point{Barrier: b, Key: k, Revision: n, ClaimID: rec.ClaimID})
+	}
 	err = s.be.Publish(k.Loc(), n, data, hook)
 	if errors.Is(err, ErrRevisionExists) {
-		return false, nil
+		return false, false, nil
 	}
-	return err == nil, err
+	return err == nil, linked, err
 }
 
 // Acquire takes a new writer claim on both keys: it publishes the claim,
@@ -534,38 +546,67 @@ func (s *Store) Advance(c *Claim, p Patch) error {
 	return s.step(c, next)
 }
 
-// step publishes next on both keys of c, seat first, fenced on c's revisions.
+// step publishes next on both keys of c, seat first, fenced on c's
+// revisions. Both heads are checked before anything is published, so a
+// key that moved under the claim stops the step before it starts; a writer
+// that moves the session key after that check still wins its number, and
+// the step then refuses between the keys, as a crash there would.
 func (s *Store) step(c *Claim, next *Record) error {
 	for _, k := range []Key{c.Seat, c.Session} {
-		rev := &c.SeatRev
-		if k.Kind == KindSession {
-			rev = &c.SessionRev
-		}
-		h, err := s.Head(k)
-		if err != nil {
+		if err := s.fenced(c, k); err != nil {
 			return err
 		}
-		if h.Record == nil || h.N != *rev || h.Record.ClaimID != c.ID {
-			what := fmt.Sprintf("its head is revision %d, not this claim's revision %d", h.N, *rev)
-			if h.N == *rev && h.Damage != nil {
-				what = fmt.Sprintf("its head revision %d is damaged", h.N)
+	}
+	for _, k := range []Key{c.Seat, c.Session} {
+		rev := c.rev(k)
+		if k.Kind == KindSession {
+			// Re-check: the seat's publication took time.
+			if err := s.fenced(c, k); err != nil {
+				return err
 			}
-			return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("%s moved under claim %s: %s", k, c.ID, what), h.Damage, c.Seat, c.Session)
 		}
-		won, err := s.publish(k, h.N+1, next)
+		won, linked, err := s.publishLinked(k, *rev+1, next)
+		if linked {
+			// The revision exists even if a barrier stopped the rest: the
+			// claim must know it as its own, or a retry refuses against it.
+			*rev++
+			c.Record = next
+		}
 		if err != nil {
 			return err
 		}
 		if !won {
-			return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("another writer published revision %d of %s under claim %s", h.N+1, k, c.ID), nil, c.Seat, c.Session)
+			return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("another writer published revision %d of %s under claim %s", *rev+1, k, c.ID), nil, c.Seat, c.Session)
 		}
-		*rev = h.N + 1
-		c.Record = next
 		if k.Kind == KindSeat {
 			if err := s.pause(Point{Barrier: BarrierBetweenKeys, Key: k, Revision: *rev, ClaimID: c.ID}); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+func (c *Claim) rev(k Key) *uint64 {
+	if k.Kind == KindSession {
+		return &c.SessionRev
+	}
+	return &c.SeatRev
+}
+
+// fenced checks that k's head is still the revision c last published there.
+func (s *Store) fenced(c *Claim, k Key) error {
+	rev := *c.rev(k)
+	h, err := s.Head(k)
+	if err != nil {
+		return err
+	}
+	if h.Record == nil || h.N != rev || h.Record.ClaimID != c.ID {
+		what := fmt.Sprintf("its head is revision %d, not this claim's revision %d", h.N, rev)
+		if h.N == rev && h.Damage != nil {
+			what = fmt.Sprintf("its head revision %d is damaged", h.N)
+		}
+		return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("%s moved under claim %s: %s", k, c.ID, what), h.Damage, c.Seat, c.Session)
 	}
 	return nil
 }

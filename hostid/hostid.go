@@ -3,6 +3,7 @@ package hostid
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"regexp"
@@ -17,6 +18,7 @@ type State string
 
 const (
 	// Live: same boot, the pid exists and its start time matches the record.
+	// An observation: the process may exit right after it was made.
 	Live State = "live"
 	// Gone: another boot, no such pid, or a pid whose start time differs
 	// (the number was reused). Gone is the only state that is proof.
@@ -38,7 +40,9 @@ type Owner struct {
 }
 
 // Host presents the facts of one machine. System is the real one; tests wrap
-// it to present another boot or another machine.
+// it to present another boot or another machine (see Override).
+//
+// Implementations must be safe for concurrent use.
 type Host interface {
 	// MachineID returns the machine id: 32 lowercase hex digits.
 	MachineID() (string, error)
@@ -52,44 +56,104 @@ type Host interface {
 	Signal0(pid int) error
 }
 
-// System is the Host of the running machine.
+// System is the Host of the running machine. It reads MachineIDFiles and
+// BootIDFile at every call.
 var System Host = systemHost{}
 
-type systemHost struct{}
+// MachineIDFiles are read in order by System.MachineID: the first file that
+// holds a well-formed id wins. Treat it as read-only; to read other files,
+// use FromFiles.
+var MachineIDFiles = []string{"/etc/machine-id", "/var/lib/dbus/machine-id"}
+
+// BootIDFile is read by System.BootID.
+const BootIDFile = "/proc/sys/kernel/random/boot_id"
+
+// FromFiles returns a Host that reads the machine id from machineIDFiles (in
+// order, first well-formed one wins) and the boot id from bootIDFile, and
+// otherwise behaves like System (process facts come from this machine's
+// /proc and kill(2)). It exists for tests of the id parsing and for hosts
+// that keep these files elsewhere. A nil machineIDFiles or an empty
+// bootIDFile means the System default. The slice is copied.
+func FromFiles(machineIDFiles []string, bootIDFile string) Host {
+	h := systemHost{bootIDFile: bootIDFile}
+	if machineIDFiles != nil {
+		h.machineIDFiles = append([]string{}, machineIDFiles...)
+		h.fixedFiles = true
+	}
+	return h
+}
+
+// systemHost reads this machine. The zero value is System.
+type systemHost struct {
+	machineIDFiles []string
+	fixedFiles     bool // machineIDFiles was given, even if empty
+	bootIDFile     string
+}
 
 var (
 	machineIDRe = regexp.MustCompile(`^[0-9a-f]{32}$`)
 	bootIDRe    = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
-// MachineIDFiles are read in order by System.MachineID.
-var MachineIDFiles = []string{"/etc/machine-id", "/var/lib/dbus/machine-id"}
+// maxPID is the kernel's PID_MAX_LIMIT: no pid can be larger, so a larger
+// recorded pid is malformed rather than merely absent.
+const maxPID = 1 << 22
 
-// BootIDFile is read by System.BootID.
-const BootIDFile = "/proc/sys/kernel/random/boot_id"
+// maxIDFile bounds how much of an id file is read; a real one is 33 or 37
+// bytes, and a file much longer than that is malformed whatever it holds.
+const maxIDFile = 256
 
-func (systemHost) MachineID() (string, error) {
-	var firstErr error
-	for _, name := range MachineIDFiles {
+func (h systemHost) MachineID() (string, error) {
+	files := MachineIDFiles
+	if h.fixedFiles {
+		files = h.machineIDFiles
+	}
+	if len(files) == 0 {
+		return "", errors.New("hostid: no machine-id files configured")
+	}
+	var errs []error
+	for _, name := range files {
 		id, err := readID(name, machineIDRe)
 		if err == nil {
 			return id, nil
 		}
-		if firstErr == nil {
-			firstErr = err
-		}
+		errs = append(errs, err)
 	}
-	return "", firstErr
+	if len(errs) == 1 {
+		return "", errs[0]
+	}
+	// Every file is named: an operator fixing this needs to know that the
+	// fallback was tried too, and why it did not help.
+	return "", errors.Join(errs...)
 }
 
-func (systemHost) BootID() (string, error) { return readID(BootIDFile, bootIDRe) }
+func (h systemHost) BootID() (string, error) {
+	name := h.bootIDFile
+	if name == "" {
+		name = BootIDFile
+	}
+	return readID(name, bootIDRe)
+}
 
+// readID reads a one-line id file. Only the exact form systemd and the
+// kernel write is accepted (the id, optionally one trailing newline):
+// a lenient reader would turn "UNINITIALIZED" or an uppercase copy into an
+// id that compares unequal to the real one, and an unequal boot id is read
+// as proof that a process is gone.
 func readID(name string, re *regexp.Regexp) (string, error) {
-	b, err := os.ReadFile(name)
+	f, err := os.Open(name)
 	if err != nil {
 		return "", err
 	}
-	id := strings.TrimSpace(string(b))
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxIDFile+1))
+	if err != nil {
+		return "", &fs.PathError{Op: "read", Path: name, Err: err}
+	}
+	if len(b) > maxIDFile {
+		return "", &fs.PathError{Op: "parse", Path: name, Err: errors.New("id file too long")}
+	}
+	id := strings.TrimSuffix(string(b), "\n")
 	if !re.MatchString(id) {
 		return "", &fs.PathError{Op: "parse", Path: name, Err: fmt.Errorf("malformed id %q", id)}
 	}
@@ -102,29 +166,82 @@ func (systemHost) StartTime(pid int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return parseStartTime(name, string(b))
+	return parseStartTime(name, pid, string(b))
 }
 
 // parseStartTime reads field 22 of a /proc/<pid>/stat line. The command
-// name (field 2) is in parentheses and may itself hold spaces and
-// parentheses, so fields are counted from the last ')'.
-func parseStartTime(name, stat string) (string, error) {
+// name (field 2) is in parentheses and may itself hold spaces, parentheses
+// and even newlines (a process can name itself anything but NUL), so the
+// fields are counted from the last ')': nothing after the command name can
+// contain one.
+func parseStartTime(name string, pid int, stat string) (string, error) {
+	bad := func(format string, args ...any) (string, error) {
+		return "", &fs.PathError{Op: "parse", Path: name, Err: fmt.Errorf(format, args...)}
+	}
+	prefix := strconv.Itoa(pid) + " ("
+	if !strings.HasPrefix(stat, prefix) {
+		return bad("line does not start with %q", prefix)
+	}
 	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return "", &fs.PathError{Op: "parse", Path: name, Err: errors.New("no command name")}
+	if i < len(prefix)-1 {
+		return bad("no end of command name")
 	}
 	rest := strings.Fields(stat[i+1:])
 	// rest[0] is field 3 (state); field 22 is rest[19].
 	if len(rest) < 20 {
-		return "", &fs.PathError{Op: "parse", Path: name, Err: errors.New("too few fields")}
+		return bad("%d fields after the command name, want at least 20", len(rest))
 	}
-	if _, err := strconv.ParseUint(rest[19], 10, 64); err != nil {
-		return "", &fs.PathError{Op: "parse", Path: name, Err: fmt.Errorf("start time %q", rest[19])}
+	if !canonicalUint(rest[19]) {
+		return bad("start time %q is not a decimal tick count", rest[19])
 	}
 	return rest[19], nil
 }
 
-func (systemHost) Signal0(pid int) error { return unix.Kill(pid, 0) }
+// canonicalUint reports whether s is a uint64 written the way the kernel
+// writes one. Start times are compared as strings, so "0123" must not pass
+// for "123".
+func canonicalUint(s string) bool {
+	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+		return false
+	}
+	return s == "0" || s[0] != '0'
+}
+
+func (systemHost) Signal0(pid int) error {
+	if pid <= 0 {
+		// kill(0, 0) and kill(-n, 0) address process groups: never a pid.
+		return unix.EINVAL
+	}
+	return unix.Kill(pid, 0)
+}
+
+// Override presents another machine or another boot on top of Host: its
+// MachineID and BootID return Machine and Boot when they are non-empty, and
+// ask Host otherwise. The override strings are returned as given, not
+// checked, so tests can also present malformed ids. Process facts
+// (StartTime, Signal0) always come from Host. Override is safe for
+// concurrent use when Host is.
+type Override struct {
+	Host
+	Machine string
+	Boot    string
+}
+
+// MachineID returns o.Machine, or the machine id of o.Host when it is empty.
+func (o Override) MachineID() (string, error) {
+	if o.Machine != "" {
+		return o.Machine, nil
+	}
+	return o.Host.MachineID()
+}
+
+// BootID returns o.Boot, or the boot id of o.Host when it is empty.
+func (o Override) BootID() (string, error) {
+	if o.Boot != "" {
+		return o.Boot, nil
+	}
+	return o.Host.BootID()
+}
 
 // Self returns the identity of the calling process on h.
 func Self(h Host) (Owner, error) {
@@ -140,16 +257,31 @@ func Self(h Host) (Owner, error) {
 	return Owner{PID: pid, Start: start, Boot: boot}, nil
 }
 
-// Judge decides the state of a recorded owner on h, with the reason. It
-// fails closed: whatever it cannot decide is Unknown.
+// Judge decides the state of a recorded owner on h, with a reason for an
+// operator. It fails closed: whatever it cannot decide is Unknown, and a
+// record it cannot read as written by Self is Invalid.
+//
+// Every Gone rests on one observation that, once true, stays true: the boot
+// differs, kill(pid, 0) found no process, or the process holding the pid
+// started at another tick than the recorded one (a process never changes its
+// start time, so the recorded process was not holding its pid at that
+// instant and, pids being unique among live processes, had exited). No later
+// event can bring the recorded process back, so there is no window in which
+// Gone can become wrong, and a pidfd would not make it sounder. Live is the
+// opposite: the process may exit the moment after it was seen.
+//
+// Judge is safe for concurrent use when h is.
 func Judge(h Host, o Owner) (State, string) {
-	if o.PID <= 0 {
+	if o.PID <= 0 || o.PID > maxPID {
 		return Invalid, fmt.Sprintf("recorded pid %d is not a process id", o.PID)
 	}
-	if o.Start != "" {
-		if _, err := strconv.ParseUint(o.Start, 10, 64); err != nil {
-			return Invalid, fmt.Sprintf("recorded start %q is not a decimal tick count", o.Start)
-		}
+	if o.Start != "" && !canonicalUint(o.Start) {
+		return Invalid, fmt.Sprintf("recorded start %q is not a decimal tick count", o.Start)
+	}
+	// A boot id that is merely spelled differently must not compare unequal
+	// and so pass for proof of another boot.
+	if o.Boot != "" && !bootIDRe.MatchString(o.Boot) {
+		return Invalid, fmt.Sprintf("recorded boot %q is not a lowercase boot id", o.Boot)
 	}
 	boot, err := h.BootID()
 	if err != nil {
@@ -160,16 +292,16 @@ func Judge(h Host, o Owner) (State, string) {
 	}
 	start, err := h.StartTime(o.PID)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			return Unknown, fmt.Sprintf("cannot read pid %d: %v", o.PID, err)
-		}
+		// No start time: /proc may hide other users' processes (hidepid),
+		// be unreadable, or the process may have just exited. Only a signal
+		// probe that finds no process at all is proof.
 		switch perr := h.Signal0(o.PID); {
 		case errors.Is(perr, unix.ESRCH):
 			return Gone, fmt.Sprintf("no process %d", o.PID)
 		case perr == nil || errors.Is(perr, unix.EPERM):
-			return Unknown, fmt.Sprintf("pid %d exists but its start time is unreadable", o.PID)
+			return Unknown, fmt.Sprintf("pid %d exists but its start time is unreadable: %v", o.PID, err)
 		default:
-			return Unknown, fmt.Sprintf("probing pid %d: %v", o.PID, perr)
+			return Unknown, fmt.Sprintf("cannot read pid %d (%v) nor probe it (%v)", o.PID, err, perr)
 		}
 	}
 	if o.Start == "" {
@@ -177,6 +309,12 @@ func Judge(h Host, o Owner) (State, string) {
 	}
 	if start != o.Start {
 		return Gone, fmt.Sprintf("pid %d was reused: started at tick %s, recorded %s", o.PID, start, o.Start)
+	}
+	if o.Boot == "" {
+		// Same pid and start tick under another boot is plausible for
+		// services started early at boot, so without a recorded boot a
+		// match proves nothing either way.
+		return Unknown, fmt.Sprintf("pid %d started at the recorded tick %s, but no boot was recorded", o.PID, start)
 	}
 	return Live, fmt.Sprintf("pid %d is running (started at tick %s)", o.PID, start)
 }

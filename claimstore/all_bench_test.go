@@ -1,0 +1,113 @@
+package claimstore
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// noSyncFS is the OS filesystem with every fsync skipped, to build big
+// roots quickly as benchmark setup. Never used where durability is tested.
+type noSyncFS struct{ osFS }
+
+func (noSyncFS) SyncDir(string) error { return nil }
+func (f noSyncFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
+	t, err := f.osFS.CreateTemp(dir, perm)
+	return noSyncTemp{t}, err
+}
+
+type noSyncTemp struct{ TempFile }
+
+func (noSyncTemp) Sync() error { return nil }
+
+// buildRoot writes pairs active claims, each with a spawn marker, under
+// bootA, as a root left by a machine that lost power.
+func buildRoot(b *testing.B, pairs int) string {
+	b.Helper()
+	root := filepath.Join(b.TempDir(), "root")
+	s, err := Open(root, &Options{FS: noSyncFS{}, Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range pairs {
+		seat, _ := SeatKey(fmt.Sprintf("seat-%d", i), "proj", "/ws")
+		session, _ := SessionKey(fmt.Sprintf("sess-%d", i))
+		c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return root
+}
+
+// BenchmarkClassifyAllAfterReboot classifies every pair of a root after a
+// simulated reboot: each pair costs a boot proof and a stopped revision on
+// both keys, three (file, directory) fsync pairs. Compare ns/pair with
+// BenchmarkFsyncPairs/n=3 from the same run: the walk should be limited by
+// those fsyncs, not by directory scans.
+func BenchmarkClassifyAllAfterReboot(b *testing.B) {
+	for _, pairs := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("pairs=%d", pairs), func(b *testing.B) {
+			if testing.Short() && pairs > 1000 {
+				b.Skip("-short: the 10,000-pair root takes a while to build")
+			}
+			for range b.N {
+				b.StopTimer()
+				root := buildRoot(b, pairs)
+				s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				sum, err := s.ClassifyAll(context.Background(), nil, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if sum.Pairs != pairs || sum.Stopped != pairs {
+					b.Fatalf("classified %d pairs, %d stopped; want %d of each (%+v)", sum.Pairs, sum.Stopped, pairs, sum)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pairs), "ns/pair")
+		})
+	}
+}
+
+// BenchmarkFsyncPairs is the raw cost of n times: create a file, write a
+// record-sized buffer, fsync it, fsync its directory.
+func BenchmarkFsyncPairs(b *testing.B) {
+	for _, n := range []int{1, 3, 6} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			buf := make([]byte, 700)
+			for i := range b.N {
+				for j := range n {
+					f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("f%d-%d", i, j)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o400)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := f.Write(buf); err != nil {
+						b.Fatal(err)
+					}
+					if err := f.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					f.Close()
+					d, err := os.Open(dir)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := d.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					d.Close()
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package claimstore
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestClassifyAll walks a root after a reboot: pairs are found by claim id
+// (or by the pair member of a half-done acquire), each is classified once,
+// and keys whose partner cannot be found are reported and left alone.
+func TestClassifyAll(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	w, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := Owner{PID: 4100, Start: "500", Boot: bootA}
+	key := func(seat, session string) (Key, Key) {
+		s, _ := SeatKey(seat, "p", "w")
+		x, _ := SessionKey(session)
+		return s, x
+	}
+	// a: active with a spawn marker.
+	sa, xa := key("a", "a")
+	ca, err := w.Acquire(sa, xa, AcquireFields{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Advance(ca, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		t.Fatal(err)
+	}
+	// b: released.
+	sb, xb := key("b", "b")
+	cb, err := w.Acquire(sb, xb, AcquireFields{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Release(cb, NewProof(ProofCohort, "x")); err != nil {
+		t.Fatal(err)
+	}
+	// c: an acquire cut between the keys; its record names both keys.
+	sc, xc := key("c", "c")
+	w.barrier = func(p Point) error {
+		if p.Barrier == BarrierBetweenKeys {
+			return errCrash
+		}
+		return nil
+	}
+	if _, err := w.Acquire(sc, xc, AcquireFields{Owner: owner}); !errors.Is(err, errCrash) {
+		t.Fatal(err)
+	}
+	w.barrier = nil
+	// d: the same, written the reference's way, with no pair member: the
+	// session cannot be found.
+	sd, _ := key("d", "d")
+	rec, err := w.newRecord(AcquireFields{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.publish(sd, 1, rec); err != nil {
+		t.Fatal(err)
+	}
+	// e: a session key whose only revision is torn.
+	_, xe := key("e", "e")
+	if err := w.be.(*dirBackend).ensureDir(w.KeyDir(xe)); err != nil {
+		t.Fatal(err)
+	}
+	writeRaw(t, w, xe, 1, "{torn")
+
+	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		Seat, Session string
+		Outcome       Outcome
+		Orphan        bool
+	}
+	walk := func(opts *ClassifyOptions) ([]entry, *Summary) {
+		t.Helper()
+		var got []entry
+		sum, err := s.ClassifyAll(context.Background(), opts, func(r *PairResult) {
+			e := entry{Orphan: r.Orphan != ""}
+			if r.Seat != nil {
+				e.Seat = r.Seat.Seat
+			}
+			if r.Session != nil {
+				e.Session = r.Session.Session
+			}
+			if r.Result != nil {
+				e.Outcome = r.Result.Outcome
+			}
+			got = append(got, e)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, sum
+	}
+	dry, drySum := walk(&ClassifyOptions{DryRun: true})
+	if drySum.Stopped != 2 {
+		t.Errorf("dry run: %d would stop, want 2 (%+v)", drySum.Stopped, drySum)
+	}
+	if ps, _ := s.be.Proofs(); len(ps) != 0 {
+		t.Errorf("dry run issued proofs %v", ps)
+	}
+	got, sum := walk(nil)
+	want := []entry{
+		{Seat: "d", Orphan: true},
+		{Orphan: true}, // e: no readable revision names its key
+		{Seat: "a", Session: "a", Outcome: OutcomeStopped},
+		{Seat: "b", Session: "b", Outcome: OutcomeFree},
+		{Seat: "c", Session: "c", Outcome: OutcomeStopped},
+	}
+	sortEntries := cmp.Transformer("sort", func(in []entry) map[entry]int {
+		m := map[entry]int{}
+		for _, e := range in {
+			m[e]++
+		}
+		return m
+	})
+	if diff := cmp.Diff(want, got, sortEntries); diff != "" {
+		t.Errorf("walk (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, dry, sortEntries); diff != "" {
+		t.Errorf("dry walk (-want +got):\n%s", diff)
+	}
+	if sum.Pairs != 3 || sum.Stopped != 2 || sum.Free != 1 || sum.Orphans != 2 || sum.Clean() {
+		t.Errorf("summary %+v", sum)
+	}
+	// The walk finished the half-done acquire on both keys, and a second
+	// walk publishes nothing.
+	if h, _ := s.Head(xc); h.N != 1 || h.Held() {
+		t.Errorf("session c after the walk: revision %d, held %v", h.N, h.Held())
+	}
+	again, sum2 := walk(nil)
+	if diff := cmp.Diff(want[:2], again[:2], sortEntries); diff != "" || sum2.Stopped != 0 || sum2.Free != 3 {
+		t.Errorf("second walk: %+v, %+v", again, sum2)
+	}
+}

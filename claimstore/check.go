@@ -1,0 +1,235 @@
+package claimstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/claimstore/claimstore/hostid"
+)
+
+// Severity grades a Check finding.
+type Severity string
+
+const (
+	// SeverityError: the root breaks the format; keys involved read as held.
+	SeverityError Severity = "error"
+	// SeverityWarning: something the format does not name, harmless to
+	// exclusion (a foreign file, a temporary whose writer may live).
+	SeverityWarning Severity = "warning"
+)
+
+// Finding kinds.
+const (
+	FindingDamaged     = "damaged-revision"
+	FindingGap         = "gap"
+	FindingKeyMismatch = "key-mismatch"
+	FindingForeign     = "foreign-file"
+	FindingUnsafePath  = "unsafe-path"
+	FindingTemporary   = "temporary"
+	FindingProof       = "proof"
+	FindingUnreadable  = "unreadable"
+)
+
+// Finding is one problem Check found, with its path.
+type Finding struct {
+	Path     string
+	Kind     string
+	Severity Severity
+	Message  string
+	// Repairable is true when Repair may act: only for temporaries whose
+	// writer is proven gone.
+	Repairable bool
+	Repaired   bool
+}
+
+// CheckOptions configure Check. A nil *CheckOptions checks only.
+type CheckOptions struct {
+	// Repair removes what is provably safe to remove: temporaries of
+	// writers proven gone. Nothing else is ever changed.
+	Repair bool
+}
+
+// CheckReport is what Check found.
+type CheckReport struct {
+	Keys, Revisions, Proofs int
+	Findings                []Finding
+}
+
+// Errors counts the findings of severity error.
+func (r *CheckReport) Errors() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Severity == SeverityError {
+			n++
+		}
+	}
+	return n
+}
+
+// Check verifies a whole root: every revision valid and numbered densely,
+// every key directory holding revisions of its own key, boot proofs that
+// stopped revisions name present and matching, and no stray files. With
+// Repair it removes temporaries whose writers are proven gone, and says so.
+// Its cost grows with the whole history of the root.
+func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, error) {
+	if opts == nil {
+		opts = &CheckOptions{}
+	}
+	rep := &CheckReport{}
+	add := func(f Finding) { rep.Findings = append(rep.Findings, f) }
+	db, _ := s.be.(*dirBackend)
+	if db != nil {
+		names, err := db.fs.ReadDir(s.root)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return rep, err
+		}
+		for _, name := range names {
+			switch name {
+			case string(KindSeat), string(KindSession), ProofDir:
+				db.checkType(filepath.Join(s.root, name), true, add)
+			default:
+				add(Finding{Path: filepath.Join(s.root, name), Kind: FindingForeign, Severity: SeverityWarning, Message: "not part of the claim root format; move it elsewhere"})
+			}
+		}
+		for _, kind := range []Kind{KindSeat, KindSession} {
+			dir := filepath.Join(s.root, string(kind))
+			names, err := db.fs.ReadDir(dir)
+			if err != nil {
+				continue
+			}
+			for _, name := range names {
+				if !isKeyHash(name) {
+					add(Finding{Path: filepath.Join(dir, name), Kind: FindingForeign, Severity: SeverityWarning, Message: "not a key directory (32 lowercase hex digits); move it elsewhere"})
+				}
+			}
+		}
+	}
+	for _, kind := range []Kind{KindSeat, KindSession} {
+		locs, err := s.be.Locs(kind)
+		if err != nil {
+			return rep, err
+		}
+		for _, loc := range locs {
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+			rep.Keys++
+			s.checkKey(loc, db, opts, rep, add)
+		}
+	}
+	if ids, err := s.be.Proofs(); err == nil {
+		for _, id := range ids {
+			rep.Proofs++
+			if _, err := s.ReadBootProof(id); err != nil {
+				add(Finding{Path: s.proofPath(id), Kind: FindingProof, Severity: SeverityWarning, Message: err.Error()})
+			}
+		}
+	}
+	return rep, nil
+}
+
+func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *CheckReport, add func(Finding)) {
+	dir := filepath.Join(s.root, string(loc.Kind), loc.Hash)
+	revs, other, err := s.be.List(loc)
+	if err != nil {
+		add(Finding{Path: dir, Kind: FindingUnsafePath, Severity: SeverityError, Message: err.Error() + "; the key reads as held until this is fixed"})
+		return
+	}
+	var key *Key
+	for i := len(revs) - 1; i >= 0 && key == nil; i-- {
+		if data, err := s.be.Read(loc, revs[i]); err == nil {
+			if k, ok := keyOf(data, loc); ok {
+				key = &k
+			}
+		}
+	}
+	for i, n := range revs {
+		rep.Revisions++
+		path := filepath.Join(dir, RevisionName(n))
+		if want := uint64(i + 1); n != want {
+			add(Finding{Path: path, Kind: FindingGap, Severity: SeverityError, Message: fmt.Sprintf("revision %d follows %d: revisions are numbered densely from 1, so some were lost or added by hand; the key's head may be misread", n, want-1)})
+		}
+		if db != nil {
+			db.checkType(path, false, add)
+		}
+		data, err := s.be.Read(loc, n)
+		if err != nil {
+			add(Finding{Path: path, Kind: FindingUnreadable, Severity: SeverityError, Message: err.Error()})
+			continue
+		}
+		if key == nil {
+			add(Finding{Path: path, Kind: FindingKeyMismatch, Severity: SeverityError, Message: "no revision of this directory names a key that hashes to its name"})
+			continue
+		}
+		rec, err := DecodeRecord(data, *key, n)
+		if err != nil {
+			msg := err.Error()
+			if n == revs[len(revs)-1] {
+				msg += "; it is the head, so the key reads as uncertain (held)"
+			}
+			add(Finding{Path: path, Kind: FindingDamaged, Severity: SeverityError, Message: msg})
+			continue
+		}
+		if rec.State == Stopped && rec.Proof != nil && rec.Proof.Kind == ProofBoot {
+			if !proofIDRe.MatchString(rec.Proof.Ref) {
+				add(Finding{Path: path, Kind: FindingProof, Severity: SeverityWarning, Message: fmt.Sprintf("boot proof %q was not issued by this implementation; it cannot be checked here", rec.Proof.Ref)})
+			} else if err := s.VerifyProof(rec); err != nil {
+				add(Finding{Path: path, Kind: FindingProof, Severity: SeverityError, Message: err.Error()})
+			}
+		}
+	}
+	for _, name := range other {
+		path := filepath.Join(dir, name)
+		if !strings.HasPrefix(name, TempPrefix) {
+			add(Finding{Path: path, Kind: FindingForeign, Severity: SeverityWarning, Message: "not a revision; the store ignores it; move it elsewhere"})
+			continue
+		}
+		f := Finding{Path: path, Kind: FindingTemporary, Severity: SeverityWarning}
+		pid, start, boot, ok := tempOwner(name)
+		if !ok {
+			f.Message = "a temporary left by a writer this implementation cannot identify (the reference names them so); it is never a revision; remove it by hand once no writer runs"
+			add(f)
+			continue
+		}
+		state, why := hostid.Judge(s.host, hostid.Owner{PID: pid, Start: start, Boot: boot})
+		if state != hostid.Gone {
+			f.Message = fmt.Sprintf("a temporary of a writer that may still run (%s: %s); left alone", state, why)
+			add(f)
+			continue
+		}
+		f.Repairable = true
+		f.Message = "a temporary of a writer proven gone (" + why + ")"
+		if opts.Repair && db != nil {
+			if err := db.fs.Remove(path); err == nil || errors.Is(err, fs.ErrNotExist) {
+				if err := db.fs.SyncDir(dir); err == nil {
+					f.Repaired = true
+					f.Message += "; removed"
+				}
+			}
+		}
+		add(f)
+	}
+}
+
+// checkType reports a path that is a symlink or of the wrong type.
+func (b *dirBackend) checkType(path string, wantDir bool, add func(Finding)) {
+	fi, err := b.fs.Lstat(path)
+	if err != nil {
+		add(Finding{Path: path, Kind: FindingUnreadable, Severity: SeverityError, Message: err.Error()})
+		return
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		add(Finding{Path: path, Kind: FindingUnsafePath, Severity: SeverityError, Message: "a symlink; the store never follows it; replace it with the real directory or file"})
+	case wantDir && !fi.IsDir():
+		add(Finding{Path: path, Kind: FindingUnsafePath, Severity: SeverityError, Message: "not a directory"})
+	case !wantDir && !fi.Mode().IsRegular():
+		add(Finding{Path: path, Kind: FindingUnsafePath, Severity: SeverityError, Message: "not a regular file"})
+	case !wantDir && fi.Mode().Perm()&0o222 != 0:
+		add(Finding{Path: path, Kind: FindingUnsafePath, Severity: SeverityWarning, Message: fmt.Sprintf("mode %v is writable; revisions are created 0400 and never rewritten", fi.Mode().Perm())})
+	}
+}

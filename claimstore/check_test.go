@@ -1,0 +1,138 @@
+package claimstore
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// namedOnlyFS is the OS filesystem without O_TMPFILE: every temporary has a
+// name, as on filesystems that lack unnamed files.
+type namedOnlyFS struct{ osFS }
+
+func (namedOnlyFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
+	return createNamed(dir, perm)
+}
+
+func TestNamedTemporariesArePublishedAndDropped(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s, err := Open(root, &Options{FS: namedOnlyFS{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	var seen []string
+	s.barrier = func(p Point) error {
+		if p.Barrier == BarrierTempSynced {
+			names, _ := os.ReadDir(s.KeyDir(p.Key))
+			for _, n := range names {
+				if _, _, _, ok := tempOwner(n.Name()); ok {
+					seen = append(seen, n.Name())
+				}
+			}
+		}
+		return nil
+	}
+	o, err := s.Self(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(c, NewProof(ProofCohort, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 4 {
+		t.Errorf("saw %d named temporaries carrying this writer's identity, want 4: %v", len(seen), seen)
+	}
+	rep, err := s.Check(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 0 {
+		t.Errorf("findings on a clean root: %+v", rep.Findings)
+	}
+	if rep.Keys != 2 || rep.Revisions != 4 {
+		t.Errorf("checked %d keys, %d revisions; want 2, 4", rep.Keys, rep.Revisions)
+	}
+}
+
+func TestCheckFindingsAndRepair(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+	s, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Advance(c, Patch{State: Active}); err != nil {
+		t.Fatal(err)
+	}
+	sd, xd := s.KeyDir(seat), s.KeyDir(session)
+	write := func(p, content string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(content), 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := filepath.Join(sd, ".tmp-999999.1."+bootA+".00")
+	live := filepath.Join(sd, ".tmp-4100.500."+bootA+".01")
+	ref := filepath.Join(xd, ".tmp-0123456789abcdef")
+	write(dead, "x")
+	write(live, "x")
+	write(ref, "x")
+	write(filepath.Join(sd, "notes.txt"), "x")
+	write(filepath.Join(xd, RevisionName(4)), "{}\n") // a gap at 3, and damaged
+	write(filepath.Join(root, "stray"), "x")
+
+	rep, err := s.Check(context.Background(), &CheckOptions{Repair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		Path     string
+		Kind     string
+		Severity Severity
+		Repaired bool
+	}
+	var gs []got
+	for _, f := range rep.Findings {
+		rel, _ := filepath.Rel(root, f.Path)
+		gs = append(gs, got{rel, f.Kind, f.Severity, f.Repaired})
+	}
+	rel := func(p string) string { r, _ := filepath.Rel(root, p); return r }
+	want := []got{
+		{"stray", FindingForeign, SeverityWarning, false},
+		{rel(filepath.Join(sd, ".tmp-4100.500."+bootA+".01")), FindingTemporary, SeverityWarning, false},
+		{rel(dead), FindingTemporary, SeverityWarning, true},
+		{rel(filepath.Join(sd, "notes.txt")), FindingForeign, SeverityWarning, false},
+		{rel(filepath.Join(xd, RevisionName(4))), FindingGap, SeverityError, false},
+		{rel(filepath.Join(xd, RevisionName(4))), FindingDamaged, SeverityError, false},
+		{rel(ref), FindingTemporary, SeverityWarning, false},
+	}
+	less := func(a, b got) bool { return a.Path+a.Kind < b.Path+b.Kind }
+	sort.Slice(want, func(i, j int) bool { return less(want[i], want[j]) })
+	sort.Slice(gs, func(i, j int) bool { return less(gs[i], gs[j]) })
+	if diff := cmp.Diff(want, gs); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+	if _, err := os.Lstat(dead); !os.IsNotExist(err) {
+		t.Errorf("dead writer's temporary still there: %v", err)
+	}
+	for _, p := range []string{live, ref} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("repair removed %s, whose writer is not proven gone", p)
+		}
+	}
+}
