@@ -20,7 +20,7 @@ import (
 	"github.com/claimstore/claimstore/internal/crashfs"
 )
 
-var exhaustive = flag.Bool("crash.exhaustive", false, "enumerate crash states with named temporaries and torn writes too, and classify every crash state twice")
+var exhaustive = flag.Bool("crash.exhaustive", false, "enumerate the named-temporaries, torn-writes variant even under -short")
 
 const (
 	testMachine = "0123456789abcdef0123456789abcdef"
