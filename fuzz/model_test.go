@@ -1,0 +1,347 @@
+package fuzz
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"pgregory.net/rapid"
+
+	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/internal/crashfs"
+)
+
+const modelRoot = "/var/claims"
+
+// modelHost is the machine: a boot id, and the supervisor process that
+// owns every claim while its boot lasts.
+type modelHost struct{ boot string }
+
+const supervisorPID = 4100
+
+func (h *modelHost) MachineID() (string, error) { return "0123456789abcdef0123456789abcdef", nil }
+func (h *modelHost) BootID() (string, error)    { return h.boot, nil }
+func (h *modelHost) StartTime(pid int) (string, error) {
+	if pid == supervisorPID {
+		return "500", nil
+	}
+	return "", &fs.PathError{Op: "open", Path: "/proc", Err: fs.ErrNotExist}
+}
+func (h *modelHost) Signal0(pid int) error {
+	if pid == supervisorPID {
+		return nil
+	}
+	return unix.ESRCH
+}
+
+type absentUnits struct{}
+
+func (absentUnits) LookupUnit(_ context.Context, name string) claimstore.UnitObservation {
+	return claimstore.UnitObservation{Name: name, State: claimstore.UnitAbsent}
+}
+
+// model is the state machine: the filesystem, the supervisor's store, and
+// what the supervisor was told.
+type model struct {
+	fs    *crashfs.FS
+	host  *modelHost
+	store *claimstore.Store
+	boots int
+	ids   int
+
+	pairs [][2]claimstore.Key
+	// live are the claims the current supervisor process holds handles
+	// to (lost at a crash), by claim id.
+	live map[string]*claimstore.Claim
+	// holders are acknowledged holders that nothing may have freed: no
+	// crash since their acquire, no release or classify attempted.
+	holders map[string][2]claimstore.Key
+	acked   map[string][]byte
+	marked  map[string]bool
+	crashes int
+}
+
+func newModel(t *rapid.T) *model {
+	m := &model{fs: crashfs.New(&crashfs.Options{NamedTemps: rapid.Bool().Draw(t, "namedTemps")}),
+		host: &modelHost{boot: bootID(0)}, live: map[string]*claimstore.Claim{},
+		holders: map[string][2]claimstore.Key{}, acked: map[string][]byte{}, marked: map[string]bool{}}
+	if err := m.fs.MkdirAll(path.Dir(modelRoot), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	seat1, _ := claimstore.SeatKey("seat-1", "p", "/w")
+	seat2, _ := claimstore.SeatKey("seat-2", "p", "/w")
+	sess1, _ := claimstore.SessionKey("sess-1")
+	sess2, _ := claimstore.SessionKey("sess-2")
+	// Pairs share keys, so that claims contend.
+	m.pairs = [][2]claimstore.Key{{seat1, sess1}, {seat1, sess2}, {seat2, sess1}}
+	m.open(t)
+	return m
+}
+
+func bootID(n int) string { return fmt.Sprintf("%08x-0000-4000-8000-000000000000", n) }
+
+func (m *model) open(t *rapid.T) {
+	s, err := claimstore.Open(modelRoot, &claimstore.Options{FS: m.fs, Host: m.host, Now: func() time.Time { return time.Unix(1, 0) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.store = s
+}
+
+func (m *model) ack(t *rapid.T, k claimstore.Key, n uint64) {
+	p := path.Join(modelRoot, string(k.Kind), k.Hash(), claimstore.RevisionName(n))
+	data, ok := m.fs.Files(path.Dir(p))[p]
+	if !ok {
+		t.Fatalf("acknowledged %s is not there", p)
+	}
+	m.acked[p] = data
+}
+
+// arm draws whether the next operation is cut by a power failure, and
+// after how many filesystem calls.
+func (m *model) arm(t *rapid.T) {
+	if k := rapid.IntRange(-3, 40).Draw(t, "cutAfter"); k >= 0 {
+		m.fs.StopAfter(k)
+	}
+}
+
+// settle handles the end of an operation: if the filesystem was stopped,
+// the power fails: one of the crash states becomes the disk, the machine
+// boots again, and the supervisor restarts with no claims in hand.
+func (m *model) settle(t *rapid.T) bool {
+	if !m.fs.Stopped() {
+		m.fs.SetHook(nil)
+		return false
+	}
+	states, _, err := m.fs.CrashStates(crashfs.ModelSubset, 1<<12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.fs = states[rapid.IntRange(0, len(states)-1).Draw(t, "crashState")]
+	m.boots++
+	m.crashes++
+	m.host = &modelHost{boot: bootID(m.boots)}
+	m.live = map[string]*claimstore.Claim{}
+	m.holders = map[string][2]claimstore.Key{}
+	m.open(t)
+	return true
+}
+
+func (m *model) newID() string {
+	m.ids++
+	return fmt.Sprintf("c%024x", m.ids)
+}
+
+func (m *model) acquire(t *rapid.T) {
+	pk := m.pairs[rapid.IntRange(0, len(m.pairs)-1).Draw(t, "pair")]
+	m.arm(t)
+	c, err := m.store.Acquire(pk[0], pk[1], claimstore.AcquireFields{ClaimID: m.newID(), Owner: claimstore.Owner{PID: supervisorPID, Start: "500", Boot: m.host.boot}})
+	if m.settle(t) {
+		return
+	}
+	var ref *claimstore.Refusal
+	switch {
+	case errors.As(err, &ref):
+		return
+	case err != nil:
+		t.Fatalf("acquire: %v", err)
+	}
+	for id, ks := range m.holders {
+		if ks[0] == pk[0] || ks[1] == pk[1] {
+			t.Fatalf("acquire of %v acknowledged while claim %s is an acknowledged holder of %v", pk, id, ks)
+		}
+	}
+	m.live[c.ID] = c
+	m.holders[c.ID] = pk
+	m.ack(t, c.Seat, c.SeatRev)
+	m.ack(t, c.Session, c.SessionRev)
+}
+
+func (m *model) pickLive(t *rapid.T) *claimstore.Claim {
+	if len(m.live) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(m.live))
+	for id := range m.live {
+		ids = append(ids, id)
+	}
+	sortStrings(ids)
+	return m.live[rapid.SampledFrom(ids).Draw(t, "claim")]
+}
+
+func (m *model) advance(t *rapid.T, release bool) {
+	c := m.pickLive(t)
+	if c == nil {
+		return
+	}
+	patch := claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}
+	if rapid.Bool().Draw(t, "stopping") {
+		patch = claimstore.Patch{State: claimstore.Stopping, Fields: map[string]any{"stop": "requested"}}
+	}
+	if release {
+		patch = claimstore.Patch{State: claimstore.Stopped, Proof: claimstore.NewProof(claimstore.ProofCohort, "c")}
+		delete(m.holders, c.ID) // from now on its own release may free it
+	}
+	m.arm(t)
+	err := m.store.Advance(c, patch)
+	if m.settle(t) {
+		return
+	}
+	var ref *claimstore.Refusal
+	switch {
+	case errors.As(err, &ref):
+		t.Fatalf("advance of a claim the supervisor holds refused: %v", err)
+	case err != nil:
+		t.Fatalf("advance: %v", err)
+	}
+	if v, ok := patch.Fields["spawnMarker"]; ok && v == true {
+		m.marked[c.ID] = true
+	}
+	m.ack(t, c.Seat, c.SeatRev)
+	m.ack(t, c.Session, c.SessionRev)
+	if release {
+		delete(m.live, c.ID)
+	}
+}
+
+func (m *model) classify(t *rapid.T) {
+	pk := m.pairs[rapid.IntRange(0, len(m.pairs)-1).Draw(t, "pair")]
+	m.arm(t)
+	before, perr := m.store.Pair(pk[0], pk[1])
+	res, err := m.store.Classify(context.Background(), pk[0], pk[1], &claimstore.ClassifyOptions{Units: absentUnits{}})
+	if m.settle(t) {
+		return
+	}
+	if err != nil || perr != nil {
+		t.Fatalf("classify: %v %v", err, perr)
+	}
+	after, err := m.store.Pair(pk[0], pk[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch res.Outcome {
+	case claimstore.OutcomeFree:
+		if before.Held() {
+			t.Fatalf("classify: free, but the pair was held")
+		}
+	case claimstore.OutcomeStopped:
+		if after.Held() {
+			t.Fatalf("classify: stopped, but the pair is held")
+		}
+		for _, h := range []*claimstore.Head{after.Seat, after.Session} {
+			if h.Record == nil {
+				continue
+			}
+			if err := m.store.VerifyProof(h.Record); err != nil {
+				t.Fatalf("classify: %s stopped with a proof that does not verify: %v", h.Key, err)
+			}
+			if h.Record.Proof.Kind == claimstore.ProofNoUnit && m.marked[h.Record.ClaimID] {
+				t.Fatalf("classify: %s stopped with a no-unit proof after claim %s's spawn marker was acknowledged", h.Key, h.Record.ClaimID)
+			}
+			if _, ok := m.holders[h.Record.ClaimID]; ok {
+				t.Fatalf("classify freed claim %s, whose owner runs", h.Record.ClaimID)
+			}
+		}
+	default:
+		if !after.Held() {
+			t.Fatalf("classify: %s, but the pair reads free", res.Outcome)
+		}
+		if res.Refusal == nil && res.Needs == "" {
+			t.Fatalf("classify: %s without a reason", res.Outcome)
+		}
+	}
+	for _, p := range res.Published {
+		m.ack(t, p.Key, p.Revision)
+	}
+}
+
+// check checks the invariants on the current disk.
+func (m *model) check(t *rapid.T) {
+	files := m.fs.Files(modelRoot)
+	for p, want := range m.acked {
+		if got, ok := files[p]; !ok || !bytes.Equal(got, want) {
+			t.Fatalf("acknowledged %s lost or changed (present %v)", p, ok)
+		}
+	}
+	s, err := claimstore.Open(modelRoot, &claimstore.Options{FS: m.fs.Snapshot(), Host: m.host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pk := range m.pairs {
+		p, err := s.Pair(pk[0], pk[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range []*claimstore.Head{p.Seat, p.Session} {
+			if rankOf(p.State()) > rankOf(h.State()) {
+				t.Fatalf("pair %v reads %s, less conservative than %s", pk, p.State(), h.State())
+			}
+			var max uint64
+			dir := path.Join(modelRoot, string(h.Key.Kind), h.Key.Hash())
+			for f := range files {
+				if n, ok := claimstore.ParseRevisionName(path.Base(f)); ok && path.Dir(f) == dir && n > max {
+					max = n
+				}
+			}
+			if h.N != max {
+				t.Fatalf("%s: Head says %d, the directory's highest is %d", h.Key, h.N, max)
+			}
+		}
+	}
+	for id, ks := range m.holders {
+		for _, k := range ks {
+			h, err := s.Head(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Record == nil || h.Record.ClaimID != id || !h.Held() {
+				t.Fatalf("claim %s is an acknowledged holder of %s, but its head %d is not its own", id, k, h.N)
+			}
+		}
+	}
+}
+
+func modelProp(t *rapid.T) {
+	m := newModel(t)
+	steps := rapid.IntRange(1, 30).Draw(t, "steps")
+	for range steps {
+		switch rapid.IntRange(0, 4).Draw(t, "op") {
+		case 0:
+			m.acquire(t)
+		case 1:
+			m.advance(t, false)
+		case 2:
+			m.advance(t, true)
+		default:
+			m.classify(t)
+		}
+		m.check(t)
+	}
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// TestModel runs the state machine as a property test (-rapid.checks N
+// runs more).
+func TestModel(t *testing.T) {
+	rapid.Check(t, modelProp)
+}
+
+func FuzzModel(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(bytes.Repeat([]byte{0x5a, 0x01, 0xff, 0x10}, 32))
+	f.Add(bytes.Repeat([]byte{0x00, 0x20, 0x03, 0x80, 0x07}, 40))
+	f.Fuzz(rapid.MakeFuzz(modelProp))
+}

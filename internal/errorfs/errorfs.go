@@ -1,0 +1,299 @@
+package errorfs
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/claimstore/claimstore/claimstore"
+)
+
+// Op is the kind of call a rule applies to.
+type Op string
+
+const (
+	OpAny        Op = ""
+	OpLstat      Op = "lstat"
+	OpReadFile   Op = "readfile"
+	OpReadDir    Op = "readdir"
+	OpMkdir      Op = "mkdir"
+	OpRemove     Op = "remove"
+	OpSyncDir    Op = "syncdir"
+	OpCreateTemp Op = "createtemp"
+	OpWrite      Op = "write"
+	OpSync       Op = "sync"
+	OpLink       Op = "link"
+	OpIs         Op = "is"
+	OpClose      Op = "close"
+)
+
+// Kind is what an injected fault does.
+type Kind int
+
+const (
+	Fail Kind = iota
+	FailAfter
+	Torn
+	Hide
+	ShortWrite
+)
+
+func (k Kind) String() string {
+	return [...]string{"fail", "fail-after", "torn", "hide", "short-write"}[k]
+}
+
+// Rule is one fault.
+type Rule struct {
+	Op   Op                // OpAny matches every call
+	Path func(string) bool // nil matches every path
+	Kind Kind
+	Err  error // for Fail, FailAfter and Torn; default EIO
+	// Nth is the first matching call hit, from 1 (0 means 1); Times is how
+	// many matching calls from there on are hit (0: all of them).
+	Nth, Times int
+	// OnInject is called after the fault was injected.
+	OnInject func(op Op, path string)
+
+	matched int
+}
+
+// Suffix matches paths ending in s.
+func Suffix(s string) func(string) bool {
+	return func(p string) bool { return strings.HasSuffix(p, s) }
+}
+
+// Contains matches paths containing s.
+func Contains(s string) func(string) bool {
+	return func(p string) bool { return strings.Contains(p, s) }
+}
+
+// Injection records one injected fault.
+type Injection struct {
+	Op   Op
+	Path string
+	Kind Kind
+}
+
+func (i Injection) String() string { return fmt.Sprintf("%s %s %s", i.Kind, i.Op, i.Path) }
+
+// FS is the fault-injecting wrapper.
+type FS struct {
+	inner claimstore.FS
+
+	mu    sync.Mutex
+	rules []*Rule
+	log   []Injection
+}
+
+var _ claimstore.FS = (*FS)(nil)
+
+// Wrap returns inner with the rules applied.
+func Wrap(inner claimstore.FS, rules ...*Rule) *FS {
+	return &FS{inner: inner, rules: rules}
+}
+
+// Add adds a rule.
+func (f *FS) Add(r *Rule) {
+	f.mu.Lock()
+	f.rules = append(f.rules, r)
+	f.mu.Unlock()
+}
+
+// Injected returns the faults injected so far.
+func (f *FS) Injected() []Injection {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Injection(nil), f.log...)
+}
+
+// match returns the rule that hits this call, if any, counting matches.
+func (f *FS) match(op Op, p string, kinds ...Kind) *Rule {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Every matching rule counts the call, whether or not an earlier rule
+	// hits it, so that Nth means the same whatever other rules there are.
+	var hit *Rule
+	for _, r := range f.rules {
+		if r.Op != OpAny && r.Op != op {
+			continue
+		}
+		if !kindIn(r.Kind, kinds) {
+			continue
+		}
+		if r.Path != nil && !r.Path(p) {
+			continue
+		}
+		r.matched++
+		first := max(r.Nth, 1)
+		if r.matched < first || (r.Times > 0 && r.matched >= first+r.Times) || hit != nil {
+			continue
+		}
+		hit = r
+	}
+	if hit != nil {
+		f.log = append(f.log, Injection{Op: op, Path: p, Kind: hit.Kind})
+	}
+	return hit
+}
+
+func kindIn(k Kind, ks []Kind) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Rule) err() error {
+	if r.Err == nil {
+		return syscall.EIO
+	}
+	return r.Err
+}
+
+func (r *Rule) done(op Op, p string) {
+	if r.OnInject != nil {
+		r.OnInject(op, p)
+	}
+}
+
+// plain handles the kinds every call supports: Fail before, FailAfter
+// after, Hide as ENOENT where hiding makes sense.
+func (f *FS) plain(op Op, p string, hide bool, call func() error) error {
+	kinds := []Kind{Fail, FailAfter}
+	if hide {
+		kinds = append(kinds, Hide)
+	}
+	r := f.match(op, p, kinds...)
+	if r == nil {
+		return call()
+	}
+	defer r.done(op, p)
+	switch r.Kind {
+	case Hide:
+		return &fs.PathError{Op: string(op), Path: p, Err: syscall.ENOENT}
+	case FailAfter:
+		if err := call(); err != nil {
+			return err
+		}
+	}
+	return wrapErr(op, p, r.err())
+}
+
+func wrapErr(op Op, p string, err error) error {
+	if op == OpLink {
+		return &os.LinkError{Op: "link", Old: "(temp)", New: p, Err: err}
+	}
+	return &fs.PathError{Op: string(op), Path: p, Err: err}
+}
+
+func (f *FS) Lstat(name string) (fi fs.FileInfo, err error) {
+	err = f.plain(OpLstat, name, true, func() error { fi, err = f.inner.Lstat(name); return err })
+	return fi, err
+}
+
+func (f *FS) ReadFile(name string) (b []byte, err error) {
+	err = f.plain(OpReadFile, name, true, func() error { b, err = f.inner.ReadFile(name); return err })
+	return b, err
+}
+
+func (f *FS) ReadDir(name string) ([]string, error) {
+	var names []string
+	err := f.plain(OpReadDir, name, false, func() error {
+		var err error
+		names, err = f.inner.ReadDir(name)
+		return err
+	})
+	if err != nil {
+		return names, err
+	}
+	out := names[:0:0]
+	for _, n := range names {
+		p := path.Join(name, n)
+		if r := f.match(OpReadDir, p, Hide); r != nil {
+			r.done(OpReadDir, p)
+			continue
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (f *FS) Mkdir(name string, perm fs.FileMode) error {
+	return f.plain(OpMkdir, name, false, func() error { return f.inner.Mkdir(name, perm) })
+}
+
+func (f *FS) Remove(name string) error {
+	return f.plain(OpRemove, name, false, func() error { return f.inner.Remove(name) })
+}
+
+func (f *FS) SyncDir(name string) error {
+	return f.plain(OpSyncDir, name, false, func() error { return f.inner.SyncDir(name) })
+}
+
+func (f *FS) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, error) {
+	var t claimstore.TempFile
+	err := f.plain(OpCreateTemp, dir, false, func() error {
+		var err error
+		t, err = f.inner.CreateTemp(dir, perm)
+		return err
+	})
+	if err != nil {
+		if t != nil {
+			_ = t.Close()
+		}
+		return nil, err
+	}
+	return &tempFile{f: f, inner: t, label: path.Join(dir, "(temp)")}, nil
+}
+
+type tempFile struct {
+	f     *FS
+	inner claimstore.TempFile
+	label string
+}
+
+func (t *tempFile) Write(p []byte) (int, error) {
+	r := t.f.match(OpWrite, t.label, Fail, FailAfter, Torn, ShortWrite)
+	if r == nil {
+		return t.inner.Write(p)
+	}
+	defer r.done(OpWrite, t.label)
+	switch r.Kind {
+	case Fail:
+		return 0, wrapErr(OpWrite, t.label, r.err())
+	case FailAfter:
+		n, err := t.inner.Write(p)
+		if err != nil {
+			return n, err
+		}
+		return n, wrapErr(OpWrite, t.label, r.err())
+	}
+	n, err := t.inner.Write(p[:len(p)/2])
+	if err != nil || r.Kind == ShortWrite {
+		return n, err
+	}
+	return n, wrapErr(OpWrite, t.label, r.err())
+}
+
+func (t *tempFile) Sync() error {
+	return t.f.plain(OpSync, t.label, false, t.inner.Sync)
+}
+
+func (t *tempFile) Link(newname string) error {
+	return t.f.plain(OpLink, newname, false, func() error { return t.inner.Link(newname) })
+}
+
+func (t *tempFile) Is(name string) (ok bool, err error) {
+	err = t.f.plain(OpIs, name, true, func() error { ok, err = t.inner.Is(name); return err })
+	return ok, err
+}
+
+func (t *tempFile) Close() error {
+	return t.f.plain(OpClose, t.label, false, t.inner.Close)
+}
