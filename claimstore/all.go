@@ -208,8 +208,17 @@ func (s *Store) keyInfo(loc Loc) *keyInfo {
 		return in
 	}
 	if n == 0 {
-		in.held = false
-		return in
+		// Nothing at r1: confirm the directory holds no revision at all.
+		if revs, _, err := s.be.List(loc); err == nil && len(revs) == 0 {
+			in.held = false
+			return in
+		}
+		n, _, rerr, err = headByListing(s.be, loc)
+		if err != nil || n == 0 {
+			return in
+		}
+		data = nil
+		rerr = errGap
 	}
 	for i := uint64(0); i < 16 && n > i; i++ {
 		rn := n - i
@@ -233,6 +242,13 @@ func (s *Store) keyInfo(loc Loc) *keyInfo {
 		if i == 0 {
 			in.claimID, in.held = rec.ClaimID, rec.held()
 			in.pair = pairOf(rec)
+			if !in.held {
+				// As Store.Head does: a free-looking head is confirmed by a
+				// listing, so a revision beyond a gap is not missed.
+				if revs, _, err := s.be.List(loc); err != nil || len(revs) > 0 && revs[len(revs)-1] > n {
+					in.held, in.damaged = true, true
+				}
+			}
 		} else {
 			in.damaged = true
 		}
@@ -284,4 +300,18 @@ func pairJSON(seat, session Key) json.RawMessage {
 	b = append(b, `,"session":`...)
 	b = append(b, session.JSON()...)
 	return append(b, '}')
+}
+
+var errGap = errors.New("revisions missing below the head")
+
+// headByListing finds the highest revision by listing, for a directory
+// whose probed head is missing.
+func headByListing(be Backend, loc Loc) (uint64, []byte, error, error) {
+	revs, _, err := be.List(loc)
+	if err != nil || len(revs) == 0 {
+		return 0, nil, nil, err
+	}
+	n := revs[len(revs)-1]
+	data, rerr := be.Read(loc, n)
+	return n, data, rerr, nil
 }

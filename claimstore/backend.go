@@ -3,6 +3,7 @@ package claimstore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -436,7 +437,10 @@ func (b *dirBackend) writeExclusive(dir, base string, data []byte, hook func(Bar
 			_ = t.Close()
 		}
 	}()
-	if _, err := t.Write(data); err != nil {
+	if n, err := t.Write(data); err != nil || n != len(data) {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
 		return &fs.PathError{Op: "write temporary for", Path: name, Err: err}
 	}
 	if err := hook(BarrierTempWritten); err != nil {

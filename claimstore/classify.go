@@ -200,6 +200,13 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 	}
 	latest := ours[0].Record
 	res.Record = latest
+	if pk := pairOf(latest); pk != nil && (pk[0] != seatK || pk[1] != sessionK) {
+		// The claim names its own pair, and this is not it: publishing its
+		// revisions here would spread it onto a key it never held.
+		res.Outcome = OutcomeUncertain
+		res.Refusal = refuse(UnsafeReplacement, id, fmt.Sprintf("claim %s belongs to the pair %s + %s, not to this pair; classify that pair", id, pk[0], pk[1]), nil, seatK, sessionK)
+		return res, nil
+	}
 	claim := &Claim{ID: id, Seat: seatK, Session: sessionK, SeatRev: p.Seat.N, SessionRev: p.Session.N, Record: latest.clone()}
 	owner, oerr := latest.Owner()
 	if opts.Adopt != nil && oerr == nil && owner.PID == opts.Adopt.PID && bytes.Equal(compact(owner.Incarnation), compact(opts.Adopt.Incarnation)) {
@@ -239,7 +246,16 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 			issuer = storeIssuer{s}
 		}
 		var ref string
-		if opts.DryRun {
+		for _, h := range ours {
+			// A classification cut after its first stopped revision left a
+			// verified boot proof: finish with it rather than issue another.
+			if h.Record.State == Stopped && h.Record.Proof != nil && h.Record.Proof.Kind == ProofBoot && s.VerifyProof(h.Record) == nil {
+				ref = h.Record.Proof.Ref
+				res.Completed = true
+			}
+		}
+		if ref != "" {
+		} else if opts.DryRun {
 			if _, native := issuer.(storeIssuer); native {
 				ref = "(to be issued)"
 			}
@@ -251,7 +267,7 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 			res.Refusal = refuse(UnsafeReplacement, id, fmt.Sprintf("claim %s is from boot %s, not this boot %s, and no boot proof was issued", id, latest.Host.BootID, boot), nil, seatK, sessionK)
 			return res, nil
 		}
-		if !opts.DryRun {
+		if !opts.DryRun || res.Completed {
 			if bp, err := s.ReadBootProof(ref); err == nil {
 				res.BootProof = bp
 			}

@@ -614,10 +614,14 @@ func checkInvariants(t *testing.T, w *world, before map[string][]byte, st *crash
 		}
 		for _, h := range []*claimstore.Head{p.Seat, p.Session} {
 			max, state, revs := keyOracle(st, h.Key)
-			if h.N != max {
+			// Head probes a dense history; below a gap it may stop short,
+			// but only on a held revision, and a free-looking head is
+			// confirmed by a listing (a revision beyond a gap makes it
+			// damaged: uncertain, more conservative than the revision).
+			if h.N != max && !(h.N < max && h.Held()) {
 				t.Errorf("%s: %s: Head says revision %d, the directory's highest is %d", where, h.Key, h.N, max)
 			}
-			if h.State() != state {
+			if h.N == max && h.State() != state && !(h.Damage != nil && h.State() == claimstore.Uncertain) {
 				t.Errorf("%s: %s: Head reads %s, the highest revision reads %s", where, h.Key, h.State(), state)
 			}
 			// The pair is never less conservative than either key.

@@ -3,7 +3,6 @@ package claimstore_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"path"
 	"syscall"
 	"testing"
@@ -11,8 +10,6 @@ import (
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/internal/errorfs"
 )
-
-var knownBugs = flag.Bool("crash.knownbugs", false, "also run the fault cases that show known, unfixed store bugs (they fail)")
 
 // faultCase runs setup without faults, then op on a store whose filesystem
 // injects rules, then checks op's answer and every crash state after it.
@@ -22,7 +19,6 @@ type faultCase struct {
 	rules func(w *world) []*errorfs.Rule
 	op    func(w *world) error
 	check func(t *testing.T, w *world, err error)
-	bug   string // a known store bug: skipped unless -crash.knownbugs
 }
 
 func keyDir(k claimstore.Key) string { return path.Join(root, string(k.Kind), k.Hash()) }
@@ -253,7 +249,6 @@ func TestFaults(t *testing.T) {
 		},
 	}, {
 		name:  "a lost directory entry: revision 1 gone, revision 2 held",
-		bug:   "Head probes from revision 1 and reads a key whose revision 1 is missing as free; Acquire then publishes revision 1 beside a held revision 2: two holders",
 		setup: []step{acquire("a", 1, 'a'), advance("a", active())},
 		op: func(w *world) error {
 			// Revision 1 of each key is lost (an fsck that moved a damaged
@@ -279,7 +274,6 @@ func TestFaults(t *testing.T) {
 		},
 	}, {
 		name: "a short write reported as success",
-		bug:  "the publish protocol ignores Write's count, so a writer that breaks io.Writer's contract gets a torn revision acknowledged",
 		rules: func(w *world) []*errorfs.Rule {
 			return []*errorfs.Rule{{Op: errorfs.OpWrite, Kind: errorfs.ShortWrite, Times: 1}}
 		},
@@ -292,9 +286,6 @@ func TestFaults(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.bug != "" && !*knownBugs {
-				t.Skipf("known store bug (run with -crash.knownbugs): %s", tc.bug)
-			}
 			w := newWorld(t, nil)
 			for _, s := range tc.setup {
 				if err := s.run(w); err != nil {

@@ -332,6 +332,14 @@ func (m *claimMachine) advance(who, i int, p Patch, pl *plan) {
 	if sc == nil {
 		return
 	}
+	if mk, ok := p.Fields["spawnMarker"].(bool); ok && !mk && sc.c.Record.SpawnMarker() {
+		// A set marker is never cleared by a patch: the store refuses
+		// before anything is published, and the claim goes on.
+		if err := m.stores[who].Advance(sc.c, Patch{Fields: map[string]any{"spawnMarker": false}}); !errors.Is(err, ErrBadPatch) {
+			m.t.Fatalf("clearing the spawn marker of %s: %v, want ErrBadPatch", sc.c.ID, err)
+		}
+		p.Fields["spawnMarker"] = true
+	}
 	err := m.run(pl, func() error { return m.stores[who].Advance(sc.c, p) })
 	m.t.Logf("  claimant %d: Advance(%s, %s) = %v", who, sc.c.ID, p.State, err)
 	m.settle(sc, err, false)

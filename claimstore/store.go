@@ -166,7 +166,36 @@ func (s *Store) Head(k Key) (*Head, error) {
 			h.Damage = &fs.PathError{Op: "decode", Path: filepath.Join(s.KeyDir(k), RevisionName(n)), Err: h.Damage}
 		}
 	}
+	if !h.Held() {
+		if err := s.confirmFree(h); err != nil {
+			return nil, err
+		}
+	}
 	return h, nil
+}
+
+// confirmFree lists the directory of a key whose head reads free, because
+// Head's probing assumes a dense history: a revision beyond a gap (a lost
+// r1, a file restored by hand) would otherwise read as free, and a free
+// key is the one answer the store must never give on a guess. A higher
+// revision makes the head that revision, damaged by the gap. Held keys,
+// the hot path, never pay for the listing.
+func (s *Store) confirmFree(h *Head) error {
+	revs, _, err := s.be.List(h.Key.Loc())
+	if err != nil {
+		return err
+	}
+	if len(revs) == 0 || revs[len(revs)-1] == h.N {
+		return nil
+	}
+	top := revs[len(revs)-1]
+	if top < h.N {
+		return nil
+	}
+	h.Damage = &fs.PathError{Op: "read head", Path: filepath.Join(s.KeyDir(h.Key), RevisionName(top)),
+		Err: &DamageError{Reason: fmt.Sprintf("revision %d exists beyond a gap after revision %d; the history is not dense (run claimctl fsck)", top, h.N)}}
+	h.N, h.Record = top, nil
+	return nil
 }
 
 // Revision is one revision of a key's history.
@@ -542,6 +571,11 @@ func (s *Store) Advance(c *Claim, p Patch) error {
 	}
 	if err := applyFields(&next.Fields, p.Fields); err != nil {
 		return err
+	}
+	if c.Record.SpawnMarker() && !next.SpawnMarker() {
+		// A marker says a writer may have been spawned; only a proof,
+		// never a patch, ends that possibility.
+		return fmt.Errorf("%w: the spawn marker of claim %s is set and cannot be cleared", ErrBadPatch, c.ID)
 	}
 	// A claim is only ever stepped on the machine that took it: another
 	// machine cannot judge its owner, and its boot proofs mean nothing here.
