@@ -338,3 +338,104 @@ func writeRaw(t *testing.T, s *Store, k Key, n uint64, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestClassifyReusesItsBootProof: a classification cut after its first
+// stopped revision is finished, on the next run, with the boot proof it
+// already published: one proof, no extra revision.
+func TestClassifyReusesItsBootProof(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	w, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	if _, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
+		t.Fatal(err)
+	}
+	host := &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
+	cut, err := Open(root, &Options{Host: host, Barrier: func(p Point) error {
+		if p.Barrier == BarrierBetweenKeys {
+			return errCrash
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cut.Classify(context.Background(), seat, session, nil); !errors.Is(err, errCrash) {
+		t.Fatalf("cut classify: %v", err)
+	}
+	s, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Classify(context.Background(), seat, session, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != OutcomeStopped || !res.Completed || len(res.Published) != 1 || res.Published[0].Key != session {
+		t.Fatalf("second classify = %s, completed %v, published %v; want stopped, completing the session only", res.Outcome, res.Completed, res.Published)
+	}
+	if ids, _ := s.Backend().Proofs(); len(ids) != 1 {
+		t.Errorf("proofs %v, want exactly one", ids)
+	}
+	p, _ := s.Pair(seat, session)
+	if p.Seat.N != 2 || p.Session.N != 2 || p.Held() || p.Seat.Record.Proof.Ref != p.Session.Record.Proof.Ref {
+		t.Errorf("after: seat r%d, session r%d, held %v", p.Seat.N, p.Session.N, p.Held())
+	}
+}
+
+// TestClassifyRefusesAnotherPairsClaim: a claim that names its own pair is
+// never spread onto a key outside it.
+func TestClassifyRefusesAnotherPairsClaim(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	w, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat1, session := testKeys(t)
+	seat2, _ := SeatKey("seat-2", "proj", "/ws")
+	if _, err := w.Acquire(seat2, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Classify(context.Background(), seat1, session, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != OutcomeUncertain || res.Refusal == nil || res.Refusal.Code != UnsafeReplacement || len(res.Published) != 0 {
+		t.Fatalf("classify of the wrong pair = %s, %v, published %v", res.Outcome, res.Refusal, res.Published)
+	}
+	if h, _ := s.Head(seat1); h.N != 0 {
+		t.Errorf("seat-1 gained revision %d", h.N)
+	}
+}
+
+// TestAdvanceNeverClearsSpawnMarker: once a writer may have been spawned,
+// only a proof ends that.
+func TestAdvanceNeverClearsSpawnMarker(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []any{false, nil, 0, ""} {
+		if err := s.Advance(c, Patch{Fields: map[string]any{"spawnMarker": v}}); !errors.Is(err, ErrBadPatch) {
+			t.Errorf("clearing the marker with %#v: %v, want ErrBadPatch", v, err)
+		}
+	}
+	if h, _ := s.Head(seat); h.N != 2 {
+		t.Errorf("seat at revision %d, want 2: a refused patch published", h.N)
+	}
+}
