@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -136,5 +137,35 @@ func BenchmarkRawFsyncs(b *testing.B) {
 				syncDir(dir)
 			}
 		}
+	}
+}
+
+// BenchmarkHeadFree measures a cold Head on a key whose head is stopped
+// with a proof: a head that reads free is confirmed by one listing of the
+// directory (see Store.confirmFree), so unlike a held head its cost grows
+// with the history.
+func BenchmarkHeadFree(b *testing.B) {
+	for _, revs := range []uint64{1, 10_000} {
+		b.Run(fmt.Sprint("revs=", revs), func(b *testing.B) {
+			root := newRoot(b)
+			s := openStore(b, root, nil)
+			k := sessionKey(b, "bench")
+			for n := uint64(1); n <= revs; n++ {
+				data := refRecord(k, n, testClaimID, "active").bytes()
+				if n == revs {
+					data = bytes.Replace(refRecord(k, n, testClaimID, "stopped").bytes(), []byte(`"proof":null`), []byte(`"proof":{"kind":"no-unit","ref":null}`), 1)
+				}
+				writeRev(b, s, k, n, data)
+			}
+			for b.Loop() {
+				s, err := Open(root, &Options{Host: thisHost})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if h, err := s.Head(k); err != nil || h.N != revs || h.Held() {
+					b.Fatalf("Head = %+v, %v", h, err)
+				}
+			}
+		})
 	}
 }
