@@ -73,7 +73,11 @@ left uncertain (with --all: when any pair or key stays held, for any reason);
 			if err != nil {
 				return err
 			}
-			if e.rootMissing("classify", rc) && *all {
+			// A default root that does not exist is a machine where
+			// nothing was ever claimed: walking it finds nothing (the note
+			// above says so). A root named by --root or the environment
+			// that does not exist is more likely a typo, and an error.
+			if e.rootMissing("classify", rc) && *all && !rc.Default {
 				return exitErr{code: exitError, msg: fmt.Sprintf("there is no claim root at %s to walk; pass the root with --root", rc.Path)}
 			}
 			s, err := e.openStore(rc, !*dry)

@@ -37,7 +37,10 @@ Exit: 0 when there are no findings of severity error (warnings are listed);
 			if err != nil {
 				return err
 			}
-			if _, err := os.Lstat(rc.Path); err != nil {
+			if rc.Default && e.rootMissing("fsck", rc) {
+				// Nothing was ever claimed under the default root: an empty
+				// root, checked (the note says so).
+			} else if _, err := os.Lstat(rc.Path); err != nil {
 				return fmt.Errorf("claim root %s (from %s): %w; pass the root to check with --root", rc.Path, rc.Source, err)
 			}
 			s, err := e.openStore(rc, false)

@@ -171,6 +171,8 @@ claimctl also creates its missing parents (0700). A root given by --root or
 $CLAIMSTORE_ROOT must have an existing parent. A root that is a symlink, not a
 directory, or writable by other users is refused. Commands that only read
 (show, log, classify --dry-run) create nothing; on a root that does not exist
-they see no revisions.
+they see no revisions. fsck and classify --all fail (exit 1) on a missing root
+named by --root or $CLAIMSTORE_ROOT, a likely typo, and report an empty root
+for the default one.
 `)
 }
