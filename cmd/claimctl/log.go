@@ -85,7 +85,7 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 					fmt.Fprintf(tw, "r%d\t-\tdamaged\t-\t-\t%s\n", j.Revision, j.Damage)
 					continue
 				}
-				fmt.Fprintf(tw, "r%d\t%s\t%s\tclaim %s\tproof %s\t\n", j.Revision, orDash(j.WrittenAt), j.State, j.ClaimID, describeProof(j.Proof))
+				fmt.Fprintf(tw, "r%d\t%s\t%s\tclaim %s\tproof %s\n", j.Revision, orDash(j.WrittenAt), j.State, j.ClaimID, describeProof(j.Proof))
 			}
 			return tw.Flush()
 		}
