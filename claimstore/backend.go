@@ -342,15 +342,8 @@ func (b *dirBackend) ensureDir(dir string) error {
 		if err := b.ensureDir(parent); err != nil {
 			return err
 		}
-	} else if _, err := b.fs.Lstat(b.root); errors.Is(err, fs.ErrNotExist) {
-		// The root itself is created on first write, and its entry made
-		// durable in its parent like any other.
-		if err := b.fs.Mkdir(b.root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		if err := b.sync(func() error { return b.fs.SyncDir(filepath.Dir(b.root)) }); err != nil {
-			return err
-		}
+	} else if err := b.ensureRoot(); err != nil {
+		return err
 	}
 	err := b.fs.Mkdir(dir, 0o700)
 	if err != nil && !errors.Is(err, fs.ErrExist) {
@@ -364,6 +357,28 @@ func (b *dirBackend) ensureDir(dir string) error {
 	}
 	b.mu.Lock()
 	b.durable[dir] = true
+	b.mu.Unlock()
+	return nil
+}
+
+// ensureRoot creates the root on first write, and makes its entry durable
+// in its parent the first time this process uses it, as ensureDir does for
+// every directory below it.
+func (b *dirBackend) ensureRoot() error {
+	b.mu.Lock()
+	done := b.durable[b.root]
+	b.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := b.fs.Mkdir(b.root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if err := b.sync(func() error { return b.fs.SyncDir(filepath.Dir(b.root)) }); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.durable[b.root] = true
 	b.mu.Unlock()
 	return nil
 }
@@ -464,10 +479,10 @@ func (b *dirBackend) writeExclusive(dir, base string, data []byte, hook func(Bar
 	}
 	closed = true
 	// Dropping the temporary name before the directory fsync makes the
-	// removal durable together with the link.
-	if err := t.Close(); err != nil {
-		return err
-	}
+	// removal durable together with the link. The revision is published
+	// and its data synced whatever Close says; a name it failed to drop is
+	// a stray temporary for fsck, not a reason to disown the revision.
+	_ = t.Close()
 	if err := hook(BarrierLinked); err != nil {
 		return err
 	}

@@ -15,7 +15,9 @@ import (
 type Severity string
 
 const (
-	// SeverityError: the root breaks the format; keys involved read as held.
+	// SeverityError: the root breaks the format: a damaged or gapped key
+	// (which reads as held), a key directory that is not one, or a stopped
+	// revision whose boot proof does not check.
 	SeverityError Severity = "error"
 	// SeverityWarning: something the format does not name, harmless to
 	// exclusion (a foreign file, a temporary whose writer may live).

@@ -241,6 +241,14 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 		return nil, fmt.Errorf("cannot read this boot's id, so no claim can be judged: %w", err)
 	}
 	if latest.Host.BootID != boot {
+		// Only a well-formed boot id that is consistent with the owner's
+		// own recorded boot says "an earlier boot": a malformed or
+		// contradictory one says nothing, and nothing is freed on it.
+		if why := bootEvidence(latest, owner, oerr); why != "" {
+			res.Outcome = OutcomeUncertain
+			res.Refusal = refuse(UnsafeReplacement, id, fmt.Sprintf("claim %s's boot cannot be judged: %s", id, why), nil, seatK, sessionK)
+			return res, nil
+		}
 		issuer := opts.BootProofs
 		if issuer == nil {
 			issuer = storeIssuer{s}
@@ -248,8 +256,11 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 		var ref string
 		for _, h := range ours {
 			// A classification cut after its first stopped revision left a
-			// verified boot proof: finish with it rather than issue another.
-			if h.Record.State == Stopped && h.Record.Proof != nil && h.Record.Proof.Kind == ProofBoot && s.VerifyProof(h.Record) == nil {
+			// boot proof: finish with it rather than issue another. One of
+			// this store's must verify; another issuer's cannot be checked
+			// here, and finishing with it is what step 8 would do.
+			if h.Record.State == Stopped && h.Record.Proof != nil && h.Record.Proof.Kind == ProofBoot &&
+				(!proofIDRe.MatchString(h.Record.Proof.Ref) || s.VerifyProof(h.Record) == nil) {
 				ref = h.Record.Proof.Ref
 				res.Completed = true
 			}
@@ -411,4 +422,17 @@ func sameOutcome(a, b *Record) bool {
 	ao, _ := a.Fields.Get(fieldOwner)
 	bo, _ := b.Fields.Get(fieldOwner)
 	return bytes.Equal(compact(ao), compact(bo))
+}
+
+// bootEvidence says why a record's host boot id is no evidence of an
+// earlier boot, or "" when it is: it must be a boot id, and the owner's own
+// recorded boot, when there is one, must agree with it.
+func bootEvidence(rec *Record, owner Owner, ownerErr error) string {
+	if !hostid.ValidBootID(rec.Host.BootID) {
+		return fmt.Sprintf("the record's host boot id %q is not a boot id", rec.Host.BootID)
+	}
+	if ownerErr == nil && owner.Boot != "" && owner.Boot != rec.Host.BootID {
+		return fmt.Sprintf("the record's host boot %s and its owner's boot %s disagree", rec.Host.BootID, owner.Boot)
+	}
+	return ""
 }

@@ -35,6 +35,11 @@ var (
 	// an invalid state.
 	ErrBadPatch = errors.New("invalid patch")
 
+	// ErrReleased is returned by Advance and Release for a claim that was
+	// already released: a claim whose records say stopped with a proof is
+	// over, and a new one must be taken.
+	ErrReleased = errors.New("the claim was released")
+
 	// ErrNotOwned is returned when an operation names a claim the store
 	// did not issue (a nil claim or one without keys).
 	ErrNotOwned = errors.New("not a claim of this store")

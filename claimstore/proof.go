@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"path/filepath"
 	"regexp"
+
+	"github.com/claimstore/claimstore/hostid"
 )
 
 // BootProof is the durable record that a claim's boot has ended on this
@@ -79,7 +81,7 @@ func (s *Store) IssueBootProof(rec *Record) (*BootProof, error) {
 	if rec.Host.MachineID != machine {
 		return nil, refuse(ForeignHost, rec.ClaimID, fmt.Sprintf("claim %s was taken on machine %q, not this machine %s; no boot proof can be issued here", rec.ClaimID, rec.Host.MachineID, machine), nil, rec.Key)
 	}
-	if rec.Host.BootID == "" || rec.Host.BootID == boot {
+	if !hostid.ValidBootID(rec.Host.BootID) || rec.Host.BootID == boot {
 		return nil, refuse(UnsafeReplacement, rec.ClaimID, fmt.Sprintf("claim %s was taken under boot %q, which is not an earlier boot than %s", rec.ClaimID, rec.Host.BootID, boot), nil, rec.Key)
 	}
 	p := &BootProof{

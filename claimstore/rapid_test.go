@@ -239,7 +239,7 @@ func (m *claimMachine) drawOp(t *rapid.T, who int) func(*plan) {
 		}
 	default:
 		i := rapid.IntRange(0, 100).Draw(t, "claim")
-		kind := rapid.SampledFrom([]ProofKind{ProofCohort, ProofBoot, ProofNoUnit}).Draw(t, "proof")
+		kind := rapid.SampledFrom([]ProofKind{ProofCohort, ProofNoUnit}).Draw(t, "proof")
 		return func(pl *plan) { m.release(who, i, NewProof(kind, "ref-1"), pl) }
 	}
 }
@@ -659,7 +659,7 @@ func TestClaimStateMachine(t *testing.T) {
 					t.Skip("no live claim")
 				}
 				i := rapid.IntRange(0, 100).Draw(t, "claim")
-				kind := rapid.SampledFrom([]ProofKind{ProofCohort, ProofBoot, ProofNoUnit}).Draw(t, "proof")
+				kind := rapid.SampledFrom([]ProofKind{ProofCohort, ProofNoUnit}).Draw(t, "proof")
 				m.release(who, i, NewProof(kind, "ref-1"), m.drawPlan(t, who))
 			},
 			"recover":  m.recover,

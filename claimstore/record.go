@@ -227,8 +227,10 @@ func (r *Record) Owner() (Owner, error) {
 	if err := d.Decode(&o); err != nil {
 		return Owner{}, fmt.Errorf("owner %s: %v", raw, err)
 	}
+	// pid must be a JSON number (json.Number also takes a string).
+	pidRaw, _ := decodeObjectMember(raw, "pid")
 	pid, err := strconv.ParseInt(string(o.PID), 10, 32)
-	if err != nil || pid <= 0 {
+	if err != nil || pid <= 0 || len(pidRaw) == 0 || pidRaw[0] == '"' {
 		return Owner{}, fmt.Errorf("owner pid %q is not a process id", o.PID)
 	}
 	out := Owner{PID: int(pid), Incarnation: o.Incarnation}
@@ -649,3 +651,13 @@ func jsJSON(v any) ([]byte, error) {
 
 // timestamp formats t as the record's writtenAt does.
 func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// decodeObjectMember returns the raw value of one member of a JSON object.
+func decodeObjectMember(raw json.RawMessage, name string) (json.RawMessage, bool) {
+	fs, err := decodeObject(raw)
+	if err != nil {
+		return nil, false
+	}
+	v, ok := fs.Get(name)
+	return bytes.TrimSpace(v), ok
+}

@@ -151,6 +151,42 @@ func (s *Store) Head(k Key) (*Head, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
+	for attempt := 0; ; attempt++ {
+		h, err := s.probeHead(k)
+		if err != nil || h.Held() {
+			return h, err
+		}
+		// A head that reads free is confirmed by a listing, because the
+		// probe assumes a dense history: a revision beyond a gap (a lost
+		// r1, a file restored by hand) would otherwise read as free, and
+		// a free key is the one answer the store must never give on a
+		// guess. Held keys, the hot path, never pay for the listing.
+		revs, _, err := s.be.List(k.Loc())
+		if err != nil {
+			return nil, err
+		}
+		if len(revs) == 0 || revs[len(revs)-1] <= h.N {
+			return h, nil
+		}
+		top := revs[len(revs)-1]
+		if dense(revs) && attempt < 3 {
+			// No gap: a writer published after the probe. Read again.
+			continue
+		}
+		h.Damage = &fs.PathError{Op: "read head", Path: filepath.Join(s.KeyDir(k), RevisionName(top)),
+			Err: &DamageError{Reason: fmt.Sprintf("revision %d exists beyond a gap after revision %d; the history is not dense (run claimctl fsck)", top, h.N)}}
+		h.N, h.Record = top, nil
+		return h, nil
+	}
+}
+
+// dense reports whether revs (ascending) are exactly 1..len(revs).
+func dense(revs []uint64) bool {
+	return len(revs) > 0 && revs[0] == 1 && revs[len(revs)-1] == uint64(len(revs))
+}
+
+// probeHead reads the head the backend's probing finds.
+func (s *Store) probeHead(k Key) (*Head, error) {
 	n, data, rerr, err := s.be.Head(k.Loc())
 	if err != nil {
 		return nil, err
@@ -166,36 +202,7 @@ func (s *Store) Head(k Key) (*Head, error) {
 			h.Damage = &fs.PathError{Op: "decode", Path: filepath.Join(s.KeyDir(k), RevisionName(n)), Err: h.Damage}
 		}
 	}
-	if !h.Held() {
-		if err := s.confirmFree(h); err != nil {
-			return nil, err
-		}
-	}
 	return h, nil
-}
-
-// confirmFree lists the directory of a key whose head reads free, because
-// Head's probing assumes a dense history: a revision beyond a gap (a lost
-// r1, a file restored by hand) would otherwise read as free, and a free
-// key is the one answer the store must never give on a guess. A higher
-// revision makes the head that revision, damaged by the gap. Held keys,
-// the hot path, never pay for the listing.
-func (s *Store) confirmFree(h *Head) error {
-	revs, _, err := s.be.List(h.Key.Loc())
-	if err != nil {
-		return err
-	}
-	if len(revs) == 0 || revs[len(revs)-1] == h.N {
-		return nil
-	}
-	top := revs[len(revs)-1]
-	if top < h.N {
-		return nil
-	}
-	h.Damage = &fs.PathError{Op: "read head", Path: filepath.Join(s.KeyDir(h.Key), RevisionName(top)),
-		Err: &DamageError{Reason: fmt.Sprintf("revision %d exists beyond a gap after revision %d; the history is not dense (run claimctl fsck)", top, h.N)}}
-	h.N, h.Record = top, nil
-	return nil
 }
 
 // Revision is one revision of a key's history.
@@ -556,6 +563,9 @@ func (s *Store) Advance(c *Claim, p Patch) error {
 	if err := c.check(); err != nil {
 		return err
 	}
+	if !c.Record.held() {
+		return fmt.Errorf("%w: claim %s is stopped with a %s proof; take a new claim", ErrReleased, c.ID, c.Record.Proof.Kind)
+	}
 	if p.State != "" && !p.State.Valid() {
 		return fmt.Errorf("%w: state %q", ErrBadPatch, p.State)
 	}
@@ -660,6 +670,18 @@ func (s *Store) fenced(c *Claim, k Key) error {
 func (s *Store) Release(c *Claim, proof *Proof) error {
 	if proof == nil {
 		return fmt.Errorf("%w: a release needs a proof", ErrBadPatch)
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	if proof.Kind == ProofBoot {
+		// A boot proof is this store's own evidence: it must exist and
+		// match the claim before anything is freed on it.
+		r := c.Record.clone()
+		r.State, r.Proof = Stopped, proof
+		if err := s.VerifyProof(r); err != nil {
+			return fmt.Errorf("%w: boot proof %q does not prove claim %s over: %v", ErrBadPatch, proof.Ref, c.ID, err)
+		}
 	}
 	return s.Advance(c, Patch{State: Stopped, Proof: proof})
 }

@@ -140,9 +140,13 @@ func TestLifecycle(t *testing.T) {
 	if c2.ID == c.ID || c2.SeatRev != 4 || c2.SessionRev != 4 {
 		t.Errorf("second claim = %+v", c2)
 	}
-	// The first claim is over; it can no longer advance.
-	if err := s.Advance(c, Patch{State: Active}); !isRefusal(err, UnsafeReplacement) {
-		t.Errorf("Advance of a released claim after a new acquire: %v", err)
+	// The first claim is over; it can no longer advance, nor be released
+	// again.
+	if err := s.Advance(c, Patch{State: Active}); !errors.Is(err, ErrReleased) {
+		t.Errorf("Advance of a released claim after a new acquire: %v, want ErrReleased", err)
+	}
+	if err := s.Release(c, NewProof(ProofCohort, "again")); !errors.Is(err, ErrReleased) {
+		t.Errorf("second Release: %v, want ErrReleased", err)
 	}
 }
 

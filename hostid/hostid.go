@@ -318,3 +318,11 @@ func Judge(h Host, o Owner) (State, string) {
 	}
 	return Live, fmt.Sprintf("pid %d is running (started at tick %s)", o.PID, start)
 }
+
+// ValidBootID reports whether id has the form of a boot id: a lowercase
+// UUID, as /proc/sys/kernel/random/boot_id holds it.
+func ValidBootID(id string) bool { return bootIDRe.MatchString(id) }
+
+// ValidMachineID reports whether id has the form of a machine id: 32
+// lowercase hex digits.
+func ValidMachineID(id string) bool { return machineIDRe.MatchString(id) }

@@ -84,7 +84,7 @@ Exit: 0 when there are no findings of severity error (warnings are listed);
 			}
 			if j.Errors > 0 {
 				if !c.json {
-					fmt.Fprintf(e.stderr, "claimctl fsck: %d error finding(s) under %s: the keys involved read as held; fix each path by hand (fsck never rewrites revisions), then run fsck again\n", j.Errors, j.Root)
+					fmt.Fprintf(e.stderr, "claimctl fsck: %d error finding(s) under %s: each breaks the format (a damaged or gapped key reads as held; a stopped revision whose boot proof does not check was freed on evidence that cannot be verified); fix each path by hand (fsck never rewrites revisions), then run fsck again\n", j.Errors, j.Root)
 				}
 				return exitErr{code: exitFsckErrors}
 			}

@@ -447,7 +447,7 @@ var jsonTypes = []jsonType{
 	{"finding", findingJSON{}, "`fsck`", map[string]string{
 		"path":       "the file or directory",
 		"kind":       "`damaged-revision`, `gap`, `key-mismatch`, `foreign-file`, `unsafe-path`, `temporary`, `proof` or `unreadable`",
-		"severity":   "`error` (the key reads as held; exit 7) or `warning`",
+		"severity":   "`error` (the root breaks the format; exit 7) or `warning`",
 		"message":    "what is wrong and what to do",
 		"repairable": "whether `--repair` may act (temporaries of writers proven gone)",
 		"repaired":   "whether `--repair` did",

@@ -1,0 +1,159 @@
+package claimstore
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestClassifyMalformedBootIsNoEvidence: a record whose host boot id is not
+// a boot id, or disagrees with its owner's recorded boot, proves no earlier
+// boot: the pair stays held, nothing is published, no proof is issued.
+func TestClassifyMalformedBootIsNoEvidence(t *testing.T) {
+	for _, tc := range []struct{ name, from, to string }{
+		{"malformed", `"bootId":"` + bootA + `"`, `"bootId":"garbage"`},
+		{"owner disagrees", `"bootId":"` + bootA + `"}`, `"bootId":"` + bootB[:len(bootB)-1] + `3"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "root")
+			w, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seat, session := testKeys(t)
+			c, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+				t.Fatal(err)
+			}
+			// Rewrite the heads by hand (as a buggy writer would have).
+			for _, k := range []Key{seat, session} {
+				p := filepath.Join(w.KeyDir(k), RevisionName(2))
+				data, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bad := strings.Replace(string(data), tc.from, tc.to, 1)
+				if bad == string(data) {
+					t.Fatalf("no %s in %s", tc.from, data)
+				}
+				os.Remove(p)
+				if err := os.WriteFile(p, []byte(bad), 0o400); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// This boot's classifier; the owner's pid is gone.
+			s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Classify(context.Background(), seat, session, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != OutcomeUncertain || res.Refusal == nil || len(res.Published) != 0 || res.BootProof != nil {
+				t.Fatalf("classify = %s (%v), published %v, proof %v; want uncertain, nothing published", res.Outcome, res.Refusal, res.Published, res.BootProof)
+			}
+			if ids, _ := s.Backend().Proofs(); len(ids) != 0 {
+				t.Errorf("proofs issued: %v", ids)
+			}
+		})
+	}
+}
+
+// racingListFS publishes a competing revision while the store lists a key
+// directory, as a writer racing the free-head confirmation would.
+type racingListFS struct {
+	osFS
+	once sync.Once
+	race func()
+}
+
+func (f *racingListFS) ReadDir(name string) ([]string, error) {
+	f.once.Do(f.race)
+	return f.osFS.ReadDir(name)
+}
+
+// TestFreeHeadRacingWriterIsNotDamage: a revision published between the
+// probe and the listing is a newer head, not a gap.
+func TestFreeHeadRacingWriterIsNotDamage(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+	other, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	owner := Owner{PID: 4100, Start: "500"}
+	// A released claim first: the keys read free, so Head lists them.
+	c, err := other.Acquire(seat, session, AcquireFields{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Release(c, NewProof(ProofCohort, "x")); err != nil {
+		t.Fatal(err)
+	}
+	fsys := &racingListFS{}
+	fsys.race = func() {
+		if _, err := other.Acquire(seat, session, AcquireFields{Owner: owner}); err != nil {
+			t.Errorf("competing acquire: %v", err)
+		}
+	}
+	s, err := Open(root, &Options{Host: host, FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Acquire(seat, session, AcquireFields{Owner: owner})
+	var r *Refusal
+	if !errors.As(err, &r) || r.Code != AlreadyActive {
+		t.Fatalf("acquire racing a writer: %v, want %s", err, AlreadyActive)
+	}
+	var ran bool
+	fsys.once.Do(func() { ran = true })
+	if ran {
+		t.Fatal("the race never ran: Head did not list the directory")
+	}
+}
+
+// TestReleaseVerifiesBootProofs: a release with a boot proof that does not
+// exist (or is not this claim's) frees nothing.
+func TestReleaseVerifiesBootProofs(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"boot-000000000000000000000000", "bp-1", ""} {
+		if err := s.Release(c, NewProof(ProofBoot, ref)); !errors.Is(err, ErrBadPatch) {
+			t.Errorf("release with boot proof %q: %v, want ErrBadPatch", ref, err)
+		}
+	}
+	if p, _ := s.Pair(seat, session); !p.Held() || p.Seat.N != 1 {
+		t.Errorf("pair after refused releases: held %v, seat r%d", p.Held(), p.Seat.N)
+	}
+}
+
+// TestOwnerPIDMustBeANumber: a pid written as a string is an invalid
+// owner, as the reference's Number.isInteger says.
+func TestOwnerPIDMustBeANumber(t *testing.T) {
+	r := &Record{}
+	r.Fields.Set(fieldOwner, []byte(`{"pid":"4100","start":"500"}`))
+	if _, err := r.Owner(); err == nil {
+		t.Error(`owner {"pid":"4100"} decoded`)
+	}
+	r.Fields.Set(fieldOwner, []byte(`{"pid":4100,"start":"500"}`))
+	if o, err := r.Owner(); err != nil || o.PID != 4100 {
+		t.Errorf("owner = %+v, %v", o, err)
+	}
+}
