@@ -50,6 +50,7 @@ type keyInfo struct {
 	held    bool
 	pair    *[2]Key // from the pair member
 	damaged bool
+	err     error // why the key could not be read at all
 }
 
 // ClassifyAll walks every key under the root, pairs seat and session keys
@@ -97,7 +98,7 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 		case in.key == nil:
 			sum.Orphans++
 			done[in.loc] = true
-			report(&PairResult{Loc: in.loc, Orphan: "every readable revision is damaged, so the key is unknown; run claimctl fsck"})
+			report(unreadable(in))
 		case partner != nil && partner.key != nil && in.claimID != "":
 			pairs = append(pairs, [2]Key{*in.key, *partner.key})
 			done[in.loc], done[partner.loc] = true, true
@@ -114,7 +115,7 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 		case in.key == nil:
 			sum.Orphans++
 			done[in.loc] = true
-			report(&PairResult{Loc: in.loc, Orphan: "every readable revision is damaged, so the key is unknown; run claimctl fsck"})
+			report(unreadable(in))
 		case in.pair != nil && in.pair[1] == *in.key:
 			pairs = append(pairs, *in.pair)
 			done[in.loc], done[in.pair[0].Loc()] = true, true
@@ -175,6 +176,14 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 	return sum, nil
 }
 
+// unreadable reports a key whose own key cannot be read back.
+func unreadable(in *keyInfo) *PairResult {
+	if in.err != nil {
+		return &PairResult{Loc: in.loc, Err: in.err, Orphan: "the key directory cannot be read (" + in.err.Error() + "); it stays held; fix the path and run claimctl fsck"}
+	}
+	return &PairResult{Loc: in.loc, Orphan: "no readable revision names the key (its recent revisions are damaged), so it stays held and cannot be paired; run claimctl fsck"}
+}
+
 func ifKind(k *Key, kind Kind) *Key {
 	if k != nil && k.Kind == kind {
 		return k
@@ -205,6 +214,7 @@ func (s *Store) keyInfo(loc Loc) *keyInfo {
 	in := &keyInfo{loc: loc, held: true}
 	n, data, rerr, err := s.be.Head(loc)
 	if err != nil {
+		in.err = err
 		return in
 	}
 	if n == 0 {
