@@ -173,13 +173,26 @@ func (b *dirBackend) checkDir(dir string) (exists bool, err error) {
 	return true, nil
 }
 
-// exists reports whether revision n of dir exists, as any kind of file.
-func (b *dirBackend) exists(dir string, n uint64) (bool, error) {
-	_, err := b.fs.Lstat(filepath.Join(dir, RevisionName(n)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+// probeFS is implemented by filesystems that can check many names of one
+// directory more cheaply than one Lstat each (OSFS can).
+type probeFS interface {
+	ProbeDir(dir string) (exists func(base string) (bool, error), closeDir func() error, err error)
+}
+
+// prober returns an existence check for revisions of dir, and its release.
+func (b *dirBackend) prober(dir string) (func(n uint64) (bool, error), func()) {
+	if p, ok := b.fs.(probeFS); ok {
+		if exists, closeDir, err := p.ProbeDir(dir); err == nil {
+			return func(n uint64) (bool, error) { return exists(RevisionName(n)) }, func() { _ = closeDir() }
+		}
 	}
-	return err == nil, err
+	return func(n uint64) (bool, error) {
+		_, err := b.fs.Lstat(filepath.Join(dir, RevisionName(n)))
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return err == nil, err
+	}, func() {}
 }
 
 // Head finds the highest revision by probing names rather than listing the
@@ -193,11 +206,13 @@ func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
 	if ok, err := b.checkDir(dir); err != nil || !ok {
 		return 0, nil, nil, err
 	}
+	exists, done := b.prober(dir)
+	defer done()
 	b.mu.Lock()
 	lo := b.hints[loc]
 	b.mu.Unlock()
 	if lo > 0 {
-		if ok, err := b.exists(dir, lo); err != nil {
+		if ok, err := exists(lo); err != nil {
 			return 0, nil, nil, err
 		} else if !ok {
 			lo = 0 // the history shrank: only tampering does that; start over
@@ -210,7 +225,7 @@ func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
 			hi = MaxRevision + 1
 			break
 		}
-		ok, err := b.exists(dir, hi)
+		ok, err := exists(hi)
 		if err != nil {
 			return 0, nil, nil, err
 		}
@@ -221,7 +236,7 @@ func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
 	}
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		ok, err := b.exists(dir, mid)
+		ok, err := exists(mid)
 		if err != nil {
 			return 0, nil, nil, err
 		}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/claimstore/claimstore/hostid"
 )
 
 // FS is the store's whole view of the filesystem: the seam that tests
@@ -206,4 +208,15 @@ func tempOwner(name string) (pid int, start, boot string, ok bool) {
 		return 0, "", "", false
 	}
 	return pid, parts[1], parts[2], true
+}
+
+// selfTag identifies this process in a temporary's name.
+func selfTag() string {
+	o, err := hostid.Self(hostid.System)
+	if err != nil {
+		// Unidentifiable: a reaper will never prove this writer gone, which
+		// is the safe direction.
+		return "0.unknown.unknown"
+	}
+	return strconv.Itoa(o.PID) + "." + o.Start + "." + o.Boot
 }

@@ -7,8 +7,6 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/claimstore/claimstore/hostid"
 )
 
 // createUnnamed opens an O_TMPFILE in dir: a file with no name at all until
@@ -49,13 +47,29 @@ func (t *unnamedTemp) Link(newname string) error {
 func (t *unnamedTemp) Is(name string) (bool, error) { return sameFile(t.f, name) }
 func (t *unnamedTemp) Close() error                 { return t.f.Close() }
 
-// selfTag identifies this process in a temporary's name.
-func selfTag() string {
-	o, err := hostid.Self(hostid.System)
+// ProbeDir opens dir once for many existence checks of names in it:
+// fstatat relative to the open directory resolves one component instead of
+// the whole path, which is most of a probe's cost. Head's probes on a cold
+// long history make dozens of them.
+func (osFS) ProbeDir(dir string) (exists func(base string) (bool, error), closeDir func() error, err error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		// Unidentifiable: a reaper will never prove this writer gone, which
-		// is the safe direction.
-		return "0.unknown.unknown"
+		return nil, nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
-	return strconv.Itoa(o.PID) + "." + o.Start + "." + o.Boot
+	exists = func(base string) (bool, error) {
+		var st unix.Stat_t
+		for {
+			err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+			switch {
+			case err == nil:
+				return true, nil
+			case errors.Is(err, unix.ENOENT):
+				return false, nil
+			case errors.Is(err, unix.EINTR):
+				continue
+			}
+			return false, &fs.PathError{Op: "fstatat", Path: dir + "/" + base, Err: err}
+		}
+	}
+	return exists, func() error { return unix.Close(fd) }, nil
 }

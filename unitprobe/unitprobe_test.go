@@ -93,7 +93,16 @@ func TestRunningUnit(t *testing.T) {
 	if diff := cmp.Diff(want, sum(r)); diff != "" {
 		t.Fatalf("Lookup(%s) (-want +got):\n%s\n%+v", name, diff, r)
 	}
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", r.MainPID))
+	// The main pid is systemd's fork, named "(sleep)" until it execs
+	// sleep: wait (bounded) for the exec.
+	var comm []byte
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		comm, err = os.ReadFile(fmt.Sprintf("/proc/%d/comm", r.MainPID))
+		if err == nil && strings.TrimSpace(string(comm)) == "sleep" || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || strings.TrimSpace(string(comm)) != "sleep" {
 		t.Errorf("MainPID %d is not the unit's sleep: comm %q, %v", r.MainPID, comm, err)
 	}

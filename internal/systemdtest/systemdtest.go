@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package systemdtest starts a real systemd user manager for tests, in a
 // private mount namespace, so that tests can create real units with
 // systemd-run and look them up over a real D-Bus, even on a machine whose

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main
+
+// isTerminalFd answers false off Linux: progress output is only a
+// convenience, and plain output is always correct.
+func isTerminalFd(int) bool { return false }
