@@ -40,13 +40,26 @@
 // exclusion and declines; it is not a failure. Malformed input is a
 // *KeyError or an error wrapping ErrBadPatch, and touches nothing on disk.
 // I/O failures carry their path (*fs.PathError). After a failed fsync a
-// store acknowledges no further writes (ErrSyncFailed).
+// store acknowledges no further writes (ErrSyncFailed). A released claim is
+// over (ErrReleased). The sentinel errors are documented together in
+// errors.go.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use; a Claim is not. Exclusion between
+// writers, in one process or many, comes from link alone: there are no
+// locks to leak and nothing to clean up after a crash but what Classify
+// judges.
 //
 // # Caveats
 //
-// Head probes revision names instead of listing the directory, so it
-// relies on the history being dense, as the protocol keeps it; a gap made
-// outside the protocol is reported by Check, not by Head. The store assumes
-// a local POSIX filesystem where link is atomic and an fsync of a directory
-// makes its entries durable.
+// Head probes revision names instead of listing the directory, so its
+// cost on a held key does not grow with the history; it relies on the
+// history being dense, as the protocol keeps it. A head that reads free is
+// confirmed by one listing, so a revision beyond a gap is never missed
+// there; below a gap a held head may read short (which only holds more),
+// and Check reports every gap. The store assumes a local POSIX filesystem
+// where link is atomic and fails on an existing name, and where an fsync of
+// a directory makes its entries durable (see ARCHITECTURE.md, "Crash
+// model"). Storage beyond that is the Backend interface's business.
 package claimstore
