@@ -351,6 +351,14 @@ func (m *claimMachine) release(who, i int, proof *Proof, pl *plan) {
 	if sc == nil {
 		return
 	}
+	if proof.Kind == ProofNoUnit && sc.c.Record.SpawnMarker() {
+		// A spawned writer is never released as "nothing ran": refused
+		// before anything is published; the supervisor uses its own proof.
+		if err := m.stores[who].Release(sc.c, proof); !errors.Is(err, ErrBadPatch) {
+			m.t.Fatalf("no-unit release of spawn-marked %s: %v, want ErrBadPatch", sc.c.ID, err)
+		}
+		proof = NewProof(ProofCohort, "ref-1")
+	}
 	// Releasing means the caller holds a proof that nothing runs: from the
 	// moment the release begins the claim is no holder, and a key whose
 	// stopped revision landed may be taken at once (even while the

@@ -674,6 +674,12 @@ func (s *Store) Release(c *Claim, proof *Proof) error {
 	if err := c.check(); err != nil {
 		return err
 	}
+	if proof.Kind == ProofNoUnit && c.Record.SpawnMarker() {
+		// A no-unit proof says nothing was ever spawned; the marker says
+		// something may have been. Only a supervisor's cohort proof (or a
+		// boot proof) can end a claim that may have spawned.
+		return fmt.Errorf("%w: claim %s has a spawn marker, so a no-unit proof cannot release it; release it with a cohortProof once its writers are stopped", ErrBadPatch, c.ID)
+	}
 	if proof.Kind == ProofBoot {
 		// A boot proof is this store's own evidence: it must exist and
 		// match the claim before anything is freed on it.
