@@ -148,10 +148,23 @@ func (s *Store) Classify(ctx context.Context, seat, session Key, opts *ClassifyO
 	if opts == nil {
 		opts = &ClassifyOptions{}
 	}
-	for range s.retries {
+	var done *Result // a completion published on an earlier pass
+	for range s.retries + 1 {
 		res, err := s.classifyOnce(ctx, seat, session, opts)
 		if _, raced := err.(errRaced); raced {
 			continue
+		}
+		if r, ok := err.(errRestart); ok {
+			done = r.res
+			continue
+		}
+		if res != nil && done != nil {
+			// Report the completion with whatever the pair is now.
+			res.Published = append(done.Published, res.Published...)
+			res.Completed = true
+			if res.Outcome == OutcomeFree {
+				res.Outcome, res.ClaimID, res.Record, res.Proof = OutcomeStopped, done.ClaimID, done.Record, done.Proof
+			}
 		}
 		return res, err
 	}
@@ -182,6 +195,9 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 			held = append(held, h)
 		}
 	}
+	if r, err := s.completeMovedRelease(p, held, res); r != nil || err != nil {
+		return r, err
+	}
 	if len(held) == 2 && held[0].Record.ClaimID != held[1].Record.ClaimID {
 		res.Outcome, res.Refusal = OutcomeUncertain, s.Refusal(p)
 		return res, nil
@@ -200,13 +216,6 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 	}
 	latest := ours[0].Record
 	res.Record = latest
-	if pk := pairOf(latest); pk != nil && (pk[0] != seatK || pk[1] != sessionK) {
-		// The claim names its own pair, and this is not it: publishing its
-		// revisions here would spread it onto a key it never held.
-		res.Outcome = OutcomeUncertain
-		res.Refusal = refuse(UnsafeReplacement, id, fmt.Sprintf("claim %s belongs to the pair %s + %s, not to this pair; classify that pair", id, pk[0], pk[1]), nil, seatK, sessionK)
-		return res, nil
-	}
 	claim := &Claim{ID: id, Seat: seatK, Session: sessionK, SeatRev: p.Seat.N, SessionRev: p.Session.N, Record: latest.clone()}
 	owner, oerr := latest.Owner()
 	if opts.Adopt != nil && oerr == nil && owner.PID == opts.Adopt.PID && bytes.Equal(compact(owner.Incarnation), compact(opts.Adopt.Incarnation)) {
@@ -215,21 +224,21 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 	}
 
 	// 6. Only a proven-gone owner goes further.
-	if oerr != nil {
-		res.Owner, res.OwnerReason = hostid.Invalid, oerr.Error()
-	} else {
-		who := owner.Identity()
-		if who.Boot == "" {
-			// The owner ran on the recorded host, in its boot: a later
-			// boot ends it even if its pid and start ticks recur.
-			who.Boot = latest.Host.BootID
-		}
-		res.Owner, res.OwnerReason = hostid.Judge(s.host, who)
-	}
+	res.Owner, res.OwnerReason = s.judgeOwner(latest)
 	pair := p.State()
 	if res.Owner != hostid.Gone {
 		res.Outcome = Outcome(pair)
 		res.Refusal = refuse(AlreadyActive, id, fmt.Sprintf("claim %s's owner is %s: %s", id, res.Owner, res.OwnerReason), nil, seatK, sessionK)
+		return res, nil
+	}
+
+	// Before anything is published: a claim that names its own pair is
+	// finished only there.
+	if pk := pairOf(latest); pk != nil && (pk[0] != seatK || pk[1] != sessionK) {
+		// The claim names its own pair, and this is not it: publishing its
+		// revisions here would spread it onto a key it never held.
+		res.Outcome = OutcomeUncertain
+		res.Refusal = refuse(UnsafeReplacement, id, fmt.Sprintf("claim %s belongs to the pair %s + %s, not to this pair; classify that pair", id, pk[0], pk[1]), nil, seatK, sessionK)
 		return res, nil
 	}
 
@@ -435,4 +444,90 @@ func bootEvidence(rec *Record, owner Owner, ownerErr error) string {
 		return fmt.Sprintf("the record's host boot %s and its owner's boot %s disagree", rec.Host.BootID, owner.Boot)
 	}
 	return ""
+}
+
+// judgeOwner judges a record's owner on this store's host.
+func (s *Store) judgeOwner(rec *Record) (hostid.State, string) {
+	owner, err := rec.Owner()
+	if err != nil {
+		return hostid.Invalid, err.Error()
+	}
+	who := owner.Identity()
+	if who.Boot == "" {
+		// The owner ran on the recorded host, in its boot: a later boot
+		// ends it even if its pid and start ticks recur.
+		who.Boot = rec.Host.BootID
+	}
+	return hostid.Judge(s.host, who)
+}
+
+// errRestart ends one classification after it completed a release on one
+// key: the pair is judged again from a fresh read.
+type errRestart struct{ res *Result }
+
+func (errRestart) Error() string { return "restart" }
+
+// completeMovedRelease finishes a release that was cut between the keys
+// and whose other key was then taken by another claim (it was free, with
+// its stopped revision): the held key still shows the old claim, and the
+// pair reads as held by two claims, which nothing else resolves. If the
+// other key's history ends the old claim stopped with a proof, and the old
+// claim's owner is proven gone, the held key gets the same stopped record.
+// The other key is never touched. It returns nil, nil when there is
+// nothing to complete.
+func (s *Store) completeMovedRelease(p *Pair, held []*Head, res *Result) (*Result, error) {
+	for _, h := range held {
+		other := p.Session
+		if h.Key.Kind == KindSession {
+			other = p.Seat
+		}
+		if other.Record == nil || other.Record.ClaimID == h.Record.ClaimID {
+			continue
+		}
+		rec, err := s.lastOf(other.Key, h.Record.ClaimID)
+		if err != nil {
+			return nil, err
+		}
+		if rec == nil || rec.State != Stopped || rec.Proof == nil {
+			continue
+		}
+		if state, _ := s.judgeOwner(h.Record); state != hostid.Gone {
+			continue
+		}
+		next := rec.clone()
+		if h.Record.SpawnMarker() {
+			raw, _ := h.Record.Fields.Get(fieldSpawnMarker)
+			setMarker(next, raw)
+		}
+		res.ClaimID, res.Record, res.Completed, res.Proof = h.Record.ClaimID, h.Record, true, next.Proof
+		res.Published = append(res.Published, Published{Key: h.Key, Revision: h.N + 1, State: Stopped})
+		if res.DryRun {
+			res.Outcome = OutcomeStopped
+			return res, nil
+		}
+		won, err := s.publish(h.Key, h.N+1, next)
+		if err != nil {
+			return nil, err
+		}
+		if !won {
+			return nil, errRaced{}
+		}
+		return nil, errRestart{res}
+	}
+	return nil, nil
+}
+
+// lastOf returns the newest record of claim id in k's history, or nil. It
+// reads the whole history: only a rare recovery path calls it.
+func (s *Store) lastOf(k Key, id string) (*Record, error) {
+	revs, err := s.Revisions(k)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(revs) - 1; i >= 0; i-- {
+		if r := revs[i].Record; r != nil && r.ClaimID == id {
+			return r, nil
+		}
+	}
+	return nil, nil
 }

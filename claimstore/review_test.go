@@ -157,3 +157,74 @@ func TestOwnerPIDMustBeANumber(t *testing.T) {
 		t.Errorf("owner = %+v, %v", o, err)
 	}
 }
+
+// TestClassifyCompletesReleaseAfterKeyMovedOn: a release cut between the
+// keys, after which another claim took the freed seat, leaves the session
+// held by the old claim; classify finishes the old claim's release on the
+// session alone (its owner gone) and never touches the seat.
+func TestClassifyCompletesReleaseAfterKeyMovedOn(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
+	s, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	x, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Advance(x, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		t.Fatal(err)
+	}
+	s.barrier = func(p Point) error {
+		if p.Barrier == BarrierBetweenKeys {
+			return errCrash
+		}
+		return nil
+	}
+	if err := s.Release(x, NewProof(ProofCohort, "cohort-x")); !errors.Is(err, errCrash) {
+		t.Fatal(err)
+	}
+	s.barrier = nil
+	delete(host.procs, 4100) // X's supervisor died with the crash
+	// Y takes the freed seat with another session.
+	other, _ := SessionKey("sess-2")
+	y, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seatBefore, _ := s.Head(seat)
+
+	dry, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{DryRun: true})
+	if err != nil || !dry.Completed || len(dry.Published) != 1 || dry.Published[0].Key != session {
+		t.Fatalf("dry run = %+v, %v", dry, err)
+	}
+	res, err := s.Classify(context.Background(), seat, session, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Completed || len(res.Published) != 1 || res.Published[0].Key != session {
+		t.Fatalf("classify = outcome %s, completed %v, claim %s, published %v", res.Outcome, res.Completed, res.ClaimID, res.Published)
+	}
+	// The seat still belongs to Y, whose owner is live: the pair reads
+	// held by Y alone.
+	if res.Outcome != OutcomeReserved || res.Refusal == nil || res.Refusal.Code != AlreadyActive || res.ClaimID != y.ID {
+		t.Errorf("after completion: %s, claim %s, %v; want Y's reserved, already-active", res.Outcome, res.ClaimID, res.Refusal)
+	}
+	h, _ := s.Head(session)
+	if h.Held() || h.Record.ClaimID != x.ID || h.Record.Proof.Ref != "cohort-x" || !h.Record.SpawnMarker() {
+		t.Errorf("session after: held %v, claim %s, proof %v, marker %v", h.Held(), h.Record.ClaimID, h.Record.Proof, h.Record.SpawnMarker())
+	}
+	if after, _ := s.Head(seat); after.N != seatBefore.N || after.Record.ClaimID != y.ID {
+		t.Errorf("the seat changed: r%d claim %s", after.N, after.Record.ClaimID)
+	}
+	// The session is free again for a new claim.
+	if _, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); !isRefusal(err, AlreadyActive) {
+		t.Errorf("acquire with Y's seat: %v, want already-active (Y holds the seat)", err)
+	}
+	seat3, _ := SeatKey("seat-3", "proj", "/ws")
+	if _, err := s.Acquire(seat3, session, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
+		t.Errorf("acquire of the freed session: %v", err)
+	}
+}
