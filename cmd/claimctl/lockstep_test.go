@@ -62,6 +62,34 @@ func TestLockstep(t *testing.T) {
 
 	codeFields := codeJSONFields(t)
 
+	// README.md names every exit code (and no other) and links the
+	// reference.
+	t.Run("README.md", func(t *testing.T) {
+		readme, err := os.ReadFile("../../README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(strings.Fields(string(readme)), " ")
+		if !strings.Contains(text, "(cmd/claimctl/REFERENCE.md)") {
+			t.Error("README.md does not link cmd/claimctl/REFERENCE.md")
+		}
+		m := regexp.MustCompile(`\(exit codes: ([^)]*)\)`).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatal("README.md has no \"(exit codes: …)\" summary")
+		}
+		exits := map[string]string{}
+		for _, pair := range strings.Split(m[1], ",") {
+			f := strings.Fields(pair)
+			if len(f) != 2 {
+				t.Fatalf("README.md exit code summary: %q is not \"N name\"", pair)
+			}
+			exits[f[0]] = f[1]
+		}
+		if diff := cmp.Diff(codeExits, exits); diff != "" {
+			t.Errorf("exit codes: code (-) vs README.md (+):\n%s", diff)
+		}
+	})
+
 	// REFERENCE.md.
 	t.Run("REFERENCE.md", func(t *testing.T) {
 		exits := tableRows(section(doc, "## Exit codes"), `^\| (\d+) \| `+"`"+`([a-z-]+)`+"`"+` \|`)
