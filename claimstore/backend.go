@@ -389,6 +389,17 @@ func (b *dirBackend) ensureRoot() error {
 	if err := b.fs.Mkdir(b.root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
+	// Whoever made it, check the root again before the first write: Open
+	// checked it (or found it missing) some time ago, and a root swapped
+	// for a symlink or a directory others can write into since then cannot
+	// promise exclusion.
+	fi, err := b.fs.Lstat(b.root)
+	if err != nil {
+		return err
+	}
+	if err := checkRootInfo(b.root, fi); err != nil {
+		return err
+	}
 	if err := b.sync(func() error { return b.fs.SyncDir(filepath.Dir(b.root)) }); err != nil {
 		return err
 	}

@@ -148,23 +148,13 @@ func (s *Store) Classify(ctx context.Context, seat, session Key, opts *ClassifyO
 	if opts == nil {
 		opts = &ClassifyOptions{}
 	}
-	var done *Result // a completion published on an earlier pass
-	for range s.retries + 1 {
+	for range s.retries {
 		res, err := s.classifyOnce(ctx, seat, session, opts)
 		if _, raced := err.(errRaced); raced {
 			continue
 		}
 		if r, ok := err.(errRestart); ok {
-			done = r.res
-			continue
-		}
-		if res != nil && done != nil {
-			// Report the completion with whatever the pair is now.
-			res.Published = append(done.Published, res.Published...)
-			res.Completed = true
-			if res.Outcome == OutcomeFree {
-				res.Outcome, res.ClaimID, res.Record, res.Proof = OutcomeStopped, done.ClaimID, done.Record, done.Proof
-			}
+			return s.afterCompletion(r.res, seat, session)
 		}
 		return res, err
 	}
@@ -461,8 +451,7 @@ func (s *Store) judgeOwner(rec *Record) (hostid.State, string) {
 	return hostid.Judge(s.host, who)
 }
 
-// errRestart ends one classification after it completed a release on one
-// key: the pair is judged again from a fresh read.
+// errRestart ends a classification that completed a release on one key.
 type errRestart struct{ res *Result }
 
 func (errRestart) Error() string { return "restart" }
@@ -530,4 +519,33 @@ func (s *Store) lastOf(k Key, id string) (*Record, error) {
 		}
 	}
 	return nil, nil
+}
+
+// afterCompletion reports a classification that finished a moved release
+// (completeMovedRelease). It publishes nothing more: the key the release
+// was first cut from now belongs to another claim, with a pair of its own,
+// and judging that claim here could spread it onto the key just freed.
+// The outcome is the pair as it now reads.
+func (s *Store) afterCompletion(res *Result, seat, session Key) (*Result, error) {
+	p, err := s.Pair(seat, session)
+	if err != nil {
+		return nil, err
+	}
+	res.Seat, res.Session = p.Seat, p.Session
+	if !p.Held() {
+		res.Outcome = OutcomeStopped
+		return res, nil
+	}
+	res.Outcome = Outcome(p.State())
+	other := ""
+	for _, h := range []*Head{p.Seat, p.Session} {
+		if h.Held() && h.Record != nil {
+			other = h.Record.ClaimID
+			res.Refusal = refuse(UnsafeReplacement, other, fmt.Sprintf("claim %s's release was completed; %s is held by claim %s, which took it afterwards: classify that claim with its own pair", res.ClaimID, h.Key, other), nil, seat, session)
+		}
+	}
+	if res.Refusal == nil {
+		res.Refusal = s.Refusal(p)
+	}
+	return res, nil
 }

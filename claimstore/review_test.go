@@ -3,6 +3,7 @@ package claimstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,6 +164,12 @@ func TestOwnerPIDMustBeANumber(t *testing.T) {
 // held by the old claim; classify finishes the old claim's release on the
 // session alone (its owner gone) and never touches the seat.
 func TestClassifyCompletesReleaseAfterKeyMovedOn(t *testing.T) {
+	for _, goneY := range []bool{false, true} {
+		t.Run(fmt.Sprintf("other claim's owner gone=%v", goneY), func(t *testing.T) { testMovedRelease(t, goneY) })
+	}
+}
+
+func testMovedRelease(t *testing.T, goneY bool) {
 	root := filepath.Join(t.TempDir(), "root")
 	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
 	s, err := Open(root, &Options{Host: host})
@@ -194,6 +201,11 @@ func TestClassifyCompletesReleaseAfterKeyMovedOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if goneY {
+		// Y's supervisor died too: still, classifying X's pair must not
+		// judge Y here and spread it onto X's session.
+		delete(host.procs, 4200)
+	}
 	seatBefore, _ := s.Head(seat)
 
 	dry, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{DryRun: true})
@@ -207,10 +219,10 @@ func TestClassifyCompletesReleaseAfterKeyMovedOn(t *testing.T) {
 	if !res.Completed || len(res.Published) != 1 || res.Published[0].Key != session {
 		t.Fatalf("classify = outcome %s, completed %v, claim %s, published %v", res.Outcome, res.Completed, res.ClaimID, res.Published)
 	}
-	// The seat still belongs to Y, whose owner is live: the pair reads
-	// held by Y alone.
-	if res.Outcome != OutcomeReserved || res.Refusal == nil || res.Refusal.Code != AlreadyActive || res.ClaimID != y.ID {
-		t.Errorf("after completion: %s, claim %s, %v; want Y's reserved, already-active", res.Outcome, res.ClaimID, res.Refusal)
+	// The seat still belongs to Y: the pair reads held by Y alone, and
+	// classify points at Y's own pair rather than judging Y here.
+	if res.Outcome != OutcomeReserved || res.Refusal == nil || res.Refusal.Code != UnsafeReplacement || res.ClaimID != x.ID || res.Refusal.ClaimID != y.ID {
+		t.Errorf("after completion: %s, claim %s, %v; want reserved, pointing at Y", res.Outcome, res.ClaimID, res.Refusal)
 	}
 	h, _ := s.Head(session)
 	if h.Held() || h.Record.ClaimID != x.ID || h.Record.Proof.Ref != "cohort-x" || !h.Record.SpawnMarker() {
@@ -219,12 +231,41 @@ func TestClassifyCompletesReleaseAfterKeyMovedOn(t *testing.T) {
 	if after, _ := s.Head(seat); after.N != seatBefore.N || after.Record.ClaimID != y.ID {
 		t.Errorf("the seat changed: r%d claim %s", after.N, after.Record.ClaimID)
 	}
-	// The session is free again for a new claim.
-	if _, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); !isRefusal(err, AlreadyActive) {
-		t.Errorf("acquire with Y's seat: %v, want already-active (Y holds the seat)", err)
+	if h.N != 3 {
+		t.Errorf("session at revision %d after classify, want 3 (X's completion only)", h.N)
+	}
+	// The session is free again for a new claim; the seat is still Y's.
+	if _, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err == nil {
+		t.Error("acquire over Y's seat succeeded")
 	}
 	seat3, _ := SeatKey("seat-3", "proj", "/ws")
 	if _, err := s.Acquire(seat3, session, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
 		t.Errorf("acquire of the freed session: %v", err)
+	}
+}
+
+// TestAdvanceToStoppedChecksTheProof: Advance cannot free a claim on a
+// proof that Release would refuse.
+func TestAdvanceToStoppedChecksTheProof(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*Proof{NewProof(ProofBoot, "bogus"), NewProof(ProofBoot, "boot-000000000000000000000000"), NewProof(ProofNoUnit, "")} {
+		if err := s.Advance(c, Patch{State: Stopped, Proof: p}); !errors.Is(err, ErrBadPatch) {
+			t.Errorf("Advance to stopped with a %s proof %q: %v, want ErrBadPatch", p.Kind, p.Ref, err)
+		}
+	}
+	if p, _ := s.Pair(seat, session); !p.Held() || p.Seat.N != 2 {
+		t.Errorf("pair after refused steps: held %v, seat r%d", p.Held(), p.Seat.N)
 	}
 }

@@ -582,6 +582,13 @@ func (s *Store) Advance(c *Claim, p Patch) error {
 	if err := applyFields(&next.Fields, p.Fields); err != nil {
 		return err
 	}
+	if !next.held() {
+		// This step frees the claim: whichever call makes it, Release or
+		// Advance, the proof must be one that can free it.
+		if err := s.checkReleaseProof(c, next.Proof); err != nil {
+			return err
+		}
+	}
 	if c.Record.SpawnMarker() && !next.SpawnMarker() {
 		// A marker says a writer may have been spawned; only a proof,
 		// never a patch, ends that possibility.
@@ -674,6 +681,11 @@ func (s *Store) Release(c *Claim, proof *Proof) error {
 	if err := c.check(); err != nil {
 		return err
 	}
+	return s.Advance(c, Patch{State: Stopped, Proof: proof})
+}
+
+// checkReleaseProof refuses a proof that cannot end claim c.
+func (s *Store) checkReleaseProof(c *Claim, proof *Proof) error {
 	if proof.Kind == ProofNoUnit && c.Record.SpawnMarker() {
 		// A no-unit proof says nothing was ever spawned; the marker says
 		// something may have been. Only a supervisor's cohort proof (or a
@@ -689,7 +701,7 @@ func (s *Store) Release(c *Claim, proof *Proof) error {
 			return fmt.Errorf("%w: boot proof %q does not prove claim %s over: %v", ErrBadPatch, proof.Ref, c.ID, err)
 		}
 	}
-	return s.Advance(c, Patch{State: Stopped, Proof: proof})
+	return nil
 }
 
 // checkRoot refuses a root that cannot promise exclusion.
@@ -709,6 +721,12 @@ func checkRoot(root string) error {
 	if err != nil {
 		return &fs.PathError{Op: "open claim root", Path: root, Err: err}
 	}
+	return checkRootInfo(root, fi)
+}
+
+// checkRootInfo refuses an existing root that is a symlink, not a
+// directory, writable by others, or owned by another user.
+func checkRootInfo(root string, fi fs.FileInfo) error {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		target, _ := filepath.EvalSymlinks(root)
 		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: it is a symlink (to %q); use the real directory as the root", ErrUnsafeRoot, target)}

@@ -61,3 +61,29 @@ func TestAdvanceForeignClaim(t *testing.T) {
 		t.Errorf("seat changed (-want +got):\n%s", diff)
 	}
 }
+
+// TestRootSwappedAfterOpen: a root planted as a symlink after Open (which
+// found it missing) is refused at the first write, and nothing is written
+// through it.
+func TestRootSwappedAfterOpen(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s, err := Open(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := t.TempDir()
+	if err := os.Chmod(evil, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(evil, root); err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	o, _ := s.Self(1)
+	if _, err := s.Acquire(seat, session, AcquireFields{Owner: o}); !errors.Is(err, ErrUnsafeRoot) {
+		t.Fatalf("Acquire through a swapped root: %v, want ErrUnsafeRoot", err)
+	}
+	if n, _ := os.ReadDir(evil); len(n) != 0 {
+		t.Errorf("wrote through the symlink: %v", n)
+	}
+}
