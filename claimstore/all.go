@@ -209,56 +209,39 @@ func uncertainReason(r *Result) string {
 
 // keyInfo reads what ClassifyAll needs of a key: the key itself (from its
 // newest readable revision, checked against the directory's hash), the
-// claim at its head, and whether the head holds it.
+// claim at its head, and whether the head holds it. It lists the directory
+// (a walk classifies every key anyway, and a listing sees a gap that a
+// probe would not): a key whose newest revision is damaged or sits above a
+// gap is held, and is paired by the newest claim it can read.
 func (s *Store) keyInfo(loc Loc) *keyInfo {
 	in := &keyInfo{loc: loc, held: true}
-	n, data, rerr, err := s.be.Head(loc)
+	revs, _, err := s.be.List(loc)
 	if err != nil {
 		in.err = err
 		return in
 	}
-	if n == 0 {
-		// Nothing at r1: confirm the directory holds no revision at all.
-		if revs, _, err := s.be.List(loc); err == nil && len(revs) == 0 {
-			in.held = false
-			return in
-		}
-		n, _, rerr, err = headByListing(s.be, loc)
-		if err != nil || n == 0 {
-			return in
-		}
-		data = nil
-		rerr = errGap
+	if len(revs) == 0 {
+		in.held = false
+		return in
 	}
-	for i := uint64(0); i < 16 && n > i; i++ {
-		rn := n - i
-		d := data
-		if i > 0 {
-			if d, rerr = s.be.Read(loc, rn); rerr != nil {
-				continue
-			}
-		} else if rerr != nil {
+	top := revs[len(revs)-1]
+	for i := len(revs) - 1; i >= 0 && i >= len(revs)-16; i-- {
+		n := revs[i]
+		data, err := s.be.Read(loc, n)
+		if err != nil {
 			continue
 		}
-		k, ok := keyOf(d, loc)
+		k, ok := keyOf(data, loc)
 		if !ok {
 			continue
 		}
-		rec, derr := DecodeRecord(d, k, rn)
-		if derr != nil {
+		rec, err := DecodeRecord(data, k, n)
+		if err != nil {
 			continue
 		}
-		in.key = &k
-		if i == 0 {
-			in.claimID, in.held = rec.ClaimID, rec.held()
-			in.pair = pairOf(rec)
-			if !in.held {
-				// As Store.Head does: a free-looking head is confirmed by a
-				// listing, so a revision beyond a gap is not missed.
-				if revs, _, err := s.be.List(loc); err != nil || len(revs) > 0 && revs[len(revs)-1] > n {
-					in.held, in.damaged = true, true
-				}
-			}
+		in.key, in.claimID, in.pair = &k, rec.ClaimID, pairOf(rec)
+		if n == top && dense(revs) {
+			in.held = rec.held()
 		} else {
 			in.damaged = true
 		}
@@ -310,18 +293,4 @@ func pairJSON(seat, session Key) json.RawMessage {
 	b = append(b, `,"session":`...)
 	b = append(b, session.JSON()...)
 	return append(b, '}')
-}
-
-var errGap = errors.New("revisions missing below the head")
-
-// headByListing finds the highest revision by listing, for a directory
-// whose probed head is missing.
-func headByListing(be Backend, loc Loc) (uint64, []byte, error, error) {
-	revs, _, err := be.List(loc)
-	if err != nil || len(revs) == 0 {
-		return 0, nil, nil, err
-	}
-	n := revs[len(revs)-1]
-	data, rerr := be.Read(loc, n)
-	return n, data, rerr, nil
 }

@@ -3,6 +3,7 @@ package claimstore
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -140,5 +141,44 @@ func TestClassifyAll(t *testing.T) {
 	again, sum2 := walk(nil)
 	if diff := cmp.Diff(want[:2], again[:2], sortEntries); diff != "" || sum2.Stopped != 0 || sum2.Free != 3 {
 		t.Errorf("second walk: %+v, %+v", again, sum2)
+	}
+}
+
+// TestClassifyAllGapReportedOnce: a seat whose r1 is lost is paired by the
+// claim it can still read and classified (damaged: held), not reported a
+// second time as an orphan.
+func TestClassifyAllGapReportedOnce(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
+	s, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Advance(c, Patch{State: Active}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(s.KeyDir(seat), RevisionName(1))); err != nil {
+		t.Fatal(err)
+	}
+	// A new process, as after the crash that lost it.
+	s, err = Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []*PairResult
+	sum, err := s.ClassifyAll(context.Background(), nil, func(r *PairResult) { results = append(results, r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Orphans != 0 || sum.Pairs != 1 || len(results) != 1 {
+		t.Fatalf("summary %+v, %d results; want one pair, no orphan", sum, len(results))
+	}
+	if r := results[0].Result; r == nil || r.Outcome != OutcomeUncertain || !r.Damaged || len(r.Published) != 0 {
+		t.Errorf("result %+v", results[0].Result)
 	}
 }

@@ -142,7 +142,7 @@ func BenchmarkRawFsyncs(b *testing.B) {
 
 // BenchmarkHeadFree measures a cold Head on a key whose head is stopped
 // with a proof: a head that reads free is confirmed by one listing of the
-// directory (see Store.confirmFree), so unlike a held head its cost grows
+// directory (see Store.head), so unlike a held head its cost grows
 // with the history.
 func BenchmarkHeadFree(b *testing.B) {
 	for _, revs := range []uint64{1, 10_000} {

@@ -149,12 +149,18 @@ func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *Check
 			}
 		}
 	}
-	for i, n := range revs {
+	prev := uint64(0)
+	for _, n := range revs {
 		rep.Revisions++
 		path := filepath.Join(dir, RevisionName(n))
-		if want := uint64(i + 1); n != want {
-			add(Finding{Path: path, Kind: FindingGap, Severity: SeverityError, Message: fmt.Sprintf("revision %d follows %d: revisions are numbered densely from 1, so some were lost or added by hand; the key's head may be misread", n, want-1)})
+		if n != prev+1 {
+			missing := fmt.Sprintf("revision %d is missing", prev+1)
+			if n > prev+2 {
+				missing = fmt.Sprintf("revisions %d to %d are missing", prev+1, n-1)
+			}
+			add(Finding{Path: path, Kind: FindingGap, Severity: SeverityError, Message: missing + ": revisions are numbered densely from 1, so some were lost or added by hand; the key reads as held (uncertain) until an operator restores them"})
 		}
+		prev = n
 		if db != nil {
 			db.checkType(path, false, add)
 		}

@@ -162,7 +162,9 @@ func (s *Store) Classify(ctx context.Context, seat, session Key, opts *ClassifyO
 }
 
 func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *ClassifyOptions) (*Result, error) {
-	p, err := s.Pair(seatK, sessionK)
+	// Read as for a write: a held head below a gap must not be judged as
+	// if it were the key's newest revision.
+	p, err := s.pair(seatK, sessionK, true)
 	if err != nil {
 		return nil, err
 	}

@@ -55,10 +55,11 @@
 //
 // Head probes revision names instead of listing the directory, so its
 // cost on a held key does not grow with the history; it relies on the
-// history being dense, as the protocol keeps it. A head that reads free is
-// confirmed by one listing, so a revision beyond a gap is never missed
-// there; below a gap a held head may read short (which only holds more),
-// and Check reports every gap. The store assumes a local POSIX filesystem
+// history being dense, as the protocol keeps it. A head that reads free,
+// and a head read to publish on (once per key per store), is confirmed by
+// one listing, so a revision beyond a gap is never missed where it matters;
+// a plain read of a held head may stop short below a gap (it is still
+// held), and Check reports every gap. The store assumes a local POSIX filesystem
 // where link is atomic and fails on an existing name, and where an fsync of
 // a directory makes its entries durable (see ARCHITECTURE.md, "Crash
 // model"). Storage beyond that is the Backend interface's business.

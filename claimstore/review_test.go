@@ -269,3 +269,57 @@ func TestAdvanceToStoppedChecksTheProof(t *testing.T) {
 		t.Errorf("pair after refused steps: held %v, seat r%d", p.Held(), p.Seat.N)
 	}
 }
+
+// TestGapAboveHeldHead: with revision 2 of three lost, the probe stops at a
+// held r1; nothing that publishes may trust it. Classify reads the key as
+// damaged and publishes nothing; a step of the claim refuses; fsck names
+// the gap.
+func TestGapAboveHeldHead(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+	w, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	c, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Advance(c, Patch{State: Active}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Advance(c, Patch{Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(w.KeyDir(seat), RevisionName(2))); err != nil {
+		t.Fatal(err)
+	}
+	delete(host.procs, 4100)
+	s, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: mapUnits{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != OutcomeUncertain || !res.Damaged || len(res.Published) != 0 {
+		t.Fatalf("classify over a gap = %s, damaged %v, published %v", res.Outcome, res.Damaged, res.Published)
+	}
+	if !strings.Contains(res.Refusal.Error(), "revision 2 is missing") {
+		t.Errorf("refusal does not name the gap: %v", res.Refusal)
+	}
+	if _, err := os.Lstat(filepath.Join(s.KeyDir(seat), RevisionName(2))); !os.IsNotExist(err) {
+		t.Fatalf("revision 2 was published into the gap: %v", err)
+	}
+	// The claim itself cannot step over the gap either.
+	c2 := *c
+	if err := s.Advance(&c2, Patch{State: Stopping}); !isRefusal(err, UnsafeReplacement) {
+		t.Errorf("Advance over a gap: %v, want unsafe-replacement", err)
+	}
+	rep, err := s.Check(context.Background(), nil)
+	if err != nil || rep.Errors() == 0 {
+		t.Errorf("fsck: %+v, %v; want the gap reported", rep, err)
+	}
+}

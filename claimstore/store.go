@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/claimstore/claimstore/hostid"
@@ -36,6 +37,9 @@ type Options struct {
 // use by multiple goroutines; exclusion between writers, in this process or
 // any other, comes from the publish protocol, not from locks.
 type Store struct {
+	mu     sync.Mutex
+	listed map[Loc]uint64 // see head: keys listed with no revision above
+
 	root    string
 	be      Backend
 	host    hostid.Host
@@ -147,37 +151,81 @@ func (h *Head) State() State {
 // all (an I/O error, a key directory that is a symlink) is an error; a
 // highest revision that does not validate or cannot be read is returned as
 // damaged.
-func (s *Store) Head(k Key) (*Head, error) {
+func (s *Store) Head(k Key) (*Head, error) { return s.head(k, false) }
+
+// head reads k's head. The probe assumes a dense history, so a head that
+// reads free is confirmed by a listing: a revision beyond a gap (a lost r1,
+// a file restored by hand) would otherwise read as free, and a free key is
+// the one answer the store must never give on a guess. Held keys, the hot
+// path, skip the listing, unless the head is read to publish on (forWrite):
+// a revision above it would mean the next number is a gap being filled, a
+// lost number published again. That listing is made once per key per
+// store; after it the protocol only appends, which the probe follows.
+func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
+	loc := k.Loc()
 	for attempt := 0; ; attempt++ {
 		h, err := s.probeHead(k)
-		if err != nil || h.Held() {
-			return h, err
+		if err != nil {
+			return nil, err
 		}
-		// A head that reads free is confirmed by a listing, because the
-		// probe assumes a dense history: a revision beyond a gap (a lost
-		// r1, a file restored by hand) would otherwise read as free, and
-		// a free key is the one answer the store must never give on a
-		// guess. Held keys, the hot path, never pay for the listing.
-		revs, _, err := s.be.List(k.Loc())
+		if h.Held() && (!forWrite || s.listedUpTo(loc, h.N)) {
+			return h, nil
+		}
+		revs, _, err := s.be.List(loc)
 		if err != nil {
 			return nil, err
 		}
 		if len(revs) == 0 || revs[len(revs)-1] <= h.N {
+			s.setListed(loc, h.N)
 			return h, nil
 		}
 		top := revs[len(revs)-1]
-		if dense(revs) && attempt < 3 {
-			// No gap: a writer published after the probe. Read again.
-			continue
+		reason := fmt.Sprintf("revision %d exists, but revision %d is missing: the history is not dense (run claimctl fsck)", top, firstMissing(revs))
+		if dense(revs) {
+			if attempt < 3 {
+				// No gap: a writer published after the probe. Read again.
+				continue
+			}
+			reason = fmt.Sprintf("the head moved during every one of %d reads; try again", attempt+1)
 		}
-		h.Damage = &fs.PathError{Op: "read head", Path: filepath.Join(s.KeyDir(k), RevisionName(top)),
-			Err: &DamageError{Reason: fmt.Sprintf("revision %d exists beyond a gap after revision %d; the history is not dense (run claimctl fsck)", top, h.N)}}
+		h.Damage = &fs.PathError{Op: "read head", Path: filepath.Join(s.KeyDir(k), RevisionName(top)), Err: &DamageError{Reason: reason}}
 		h.N, h.Record = top, nil
 		return h, nil
 	}
+}
+
+// listedUpTo reports whether a listing of loc already showed no revision
+// above n.
+func (s *Store) listedUpTo(loc Loc, n uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	top, ok := s.listed[loc]
+	return ok && n >= top
+}
+
+func (s *Store) setListed(loc Loc, n uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listed == nil {
+		s.listed = map[Loc]uint64{}
+	}
+	if top, ok := s.listed[loc]; !ok || n > top {
+		s.listed[loc] = n
+	}
+}
+
+// firstMissing returns the lowest revision number missing from revs
+// (ascending), which are not dense.
+func firstMissing(revs []uint64) uint64 {
+	for i, n := range revs {
+		if n != uint64(i+1) {
+			return uint64(i + 1)
+		}
+	}
+	return uint64(len(revs) + 1)
 }
 
 // dense reports whether revs (ascending) are exactly 1..len(revs).
@@ -249,15 +297,17 @@ func (p *Pair) State() State { return Conservative(p.Seat.State(), p.Session.Sta
 func (p *Pair) Held() bool { return p.Seat.Held() || p.Session.Held() }
 
 // Pair reads both keys' heads.
-func (s *Store) Pair(seat, session Key) (*Pair, error) {
+func (s *Store) Pair(seat, session Key) (*Pair, error) { return s.pair(seat, session, false) }
+
+func (s *Store) pair(seat, session Key, forWrite bool) (*Pair, error) {
 	if err := checkKinds(seat, session); err != nil {
 		return nil, err
 	}
-	sh, err := s.Head(seat)
+	sh, err := s.head(seat, forWrite)
 	if err != nil {
 		return nil, err
 	}
-	ss, err := s.Head(session)
+	ss, err := s.head(session, forWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -657,7 +707,7 @@ func (c *Claim) rev(k Key) *uint64 {
 // fenced checks that k's head is still the revision c last published there.
 func (s *Store) fenced(c *Claim, k Key) error {
 	rev := *c.rev(k)
-	h, err := s.Head(k)
+	h, err := s.head(k, true)
 	if err != nil {
 		return err
 	}
