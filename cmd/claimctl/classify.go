@@ -188,6 +188,11 @@ func classifyWhy(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 		}
 		return what + "; the pair is free"
 	}
+	if res.Completed && res.Refusal != nil {
+		// A release cut between the keys was finished on one key, and the
+		// other key belongs to another claim now.
+		return fmt.Sprintf("completed the release of claim %s%s; the pair is still held: %s", res.ClaimID, would, res.Refusal.Reason)
+	}
 	if res.Refusal == nil {
 		return fmt.Sprintf("left %s%s", res.Outcome, would)
 	}

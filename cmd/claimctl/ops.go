@@ -266,22 +266,9 @@ frees such a claim on an absent unit.`,
 			if p.State == "" && len(p.Fields) == 0 {
 				return usagef("nothing to advance: give --state, --spawn-marker or --set")
 			}
-			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(rc, true)
-			if err != nil {
-				return err
-			}
-			cl, err := loadClaim(s, *claim, seat, session, c, &rf)
-			if err != nil {
-				return err
-			}
-			if err := s.Advance(cl, p); err != nil {
-				return err
-			}
-			return printClaim(e, c, s, cl, "advanced")
+			return stepClaim(e, c, *claim, seat, session, &rf, "advanced", func(s *claimstore.Store, cl *claimstore.Claim) error {
+				return s.Advance(cl, p)
+			})
 		}
 	},
 }
@@ -324,24 +311,32 @@ release cut between the keys is completed by classify.`,
 			if err != nil {
 				return err
 			}
-			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(rc, true)
-			if err != nil {
-				return err
-			}
-			cl, err := loadClaim(s, *claim, seat, session, c, &rf)
-			if err != nil {
-				return err
-			}
-			if err := s.Release(cl, pr); err != nil {
-				return err
-			}
-			return printClaim(e, c, s, cl, "released")
+			return stepClaim(e, c, *claim, seat, session, &rf, "released", func(s *claimstore.Store, cl *claimstore.Claim) error {
+				return s.Release(cl, pr)
+			})
 		}
 	},
+}
+
+// stepClaim opens the root for writing, loads the named claim fenced on the
+// revisions given (or the current heads), runs step on it, and prints it.
+func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *revFlags, verb string, step func(*claimstore.Store, *claimstore.Claim) error) error {
+	rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
+	if err != nil {
+		return err
+	}
+	s, err := e.openStore(rc, true)
+	if err != nil {
+		return err
+	}
+	cl, err := loadClaim(s, id, seat, session, c, rf)
+	if err != nil {
+		return err
+	}
+	if err := step(s, cl); err != nil {
+		return err
+	}
+	return printClaim(e, c, s, cl, verb)
 }
 
 func printClaim(e *env, c *common, s *claimstore.Store, cl *claimstore.Claim, verb string) error {
