@@ -49,16 +49,16 @@ type keyInfo struct {
 	claimID string
 	held    bool
 	pair    *[2]Key // from the pair member
-	damaged bool
-	err     error // why the key could not be read at all
+	err     error   // why the key could not be read at all
 }
 
 // ClassifyAll walks every key under the root, pairs seat and session keys
 // whose heads belong to the same claim (or that a record names as a pair),
 // and classifies each pair once, calling each (if not nil) with every
 // result as it goes. Keys whose partner cannot be found are reported, not
-// touched. The walk lists each kind's directory once and then reads only
-// heads, so its cost is the classifications' fsyncs.
+// touched. The walk lists each kind's directory once and each key's
+// directory once (to see gaps a probe would miss), then classifies; on a
+// root of short histories its cost is the classifications' fsyncs.
 func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each func(*PairResult)) (*Summary, error) {
 	if opts == nil {
 		opts = &ClassifyOptions{}
@@ -216,6 +216,10 @@ func uncertainReason(r *Result) string {
 func (s *Store) keyInfo(loc Loc) *keyInfo {
 	in := &keyInfo{loc: loc, held: true}
 	revs, _, err := s.be.List(loc)
+	if err == nil && len(revs) > 0 && !dense(revs) {
+		// A listing is not atomic; look once more before seeing a gap.
+		revs, _, err = s.be.List(loc)
+	}
 	if err != nil {
 		in.err = err
 		return in
@@ -242,8 +246,6 @@ func (s *Store) keyInfo(loc Loc) *keyInfo {
 		in.key, in.claimID, in.pair = &k, rec.ClaimID, pairOf(rec)
 		if n == top && dense(revs) {
 			in.held = rec.held()
-		} else {
-			in.damaged = true
 		}
 		return in
 	}

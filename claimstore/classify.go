@@ -148,7 +148,7 @@ func (s *Store) Classify(ctx context.Context, seat, session Key, opts *ClassifyO
 	if opts == nil {
 		opts = &ClassifyOptions{}
 	}
-	for range s.retries {
+	for range s.retries + 1 {
 		res, err := s.classifyOnce(ctx, seat, session, opts)
 		if _, raced := err.(errRaced); raced {
 			continue
@@ -158,7 +158,7 @@ func (s *Store) Classify(ctx context.Context, seat, session Key, opts *ClassifyO
 		}
 		return res, err
 	}
-	return &Result{Outcome: OutcomeUncertain, Refusal: refuse(UnsafeReplacement, "", fmt.Sprintf("%s and %s changed during every one of %d classifications", seat, session, s.retries), nil, seat, session)}, nil
+	return &Result{Outcome: OutcomeUncertain, Refusal: refuse(UnsafeReplacement, "", fmt.Sprintf("%s and %s changed during every one of %d classifications", seat, session, s.retries+1), nil, seat, session)}, nil
 }
 
 func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *ClassifyOptions) (*Result, error) {
@@ -491,10 +491,16 @@ func (s *Store) completeMovedRelease(p *Pair, held []*Head, res *Result) (*Resul
 			setMarker(next, raw)
 		}
 		res.ClaimID, res.Record, res.Completed, res.Proof = h.Record.ClaimID, h.Record, true, next.Proof
+		res.Owner, res.OwnerReason = s.judgeOwner(h.Record)
 		res.Published = append(res.Published, Published{Key: h.Key, Revision: h.N + 1, State: Stopped})
 		if res.DryRun {
-			res.Outcome = OutcomeStopped
-			return res, nil
+			// As the real run would report it: the pair with h freed.
+			freed := *h
+			freed.Record = next
+			if h.Key.Kind == KindSeat {
+				return completionOutcome(res, &Pair{Seat: &freed, Session: other}), nil
+			}
+			return completionOutcome(res, &Pair{Seat: other, Session: &freed}), nil
 		}
 		won, err := s.publish(h.Key, h.N+1, next)
 		if err != nil {
@@ -533,21 +539,26 @@ func (s *Store) afterCompletion(res *Result, seat, session Key) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
+	return completionOutcome(res, p), nil
+}
+
+// completionOutcome fills in the outcome of a completed moved release from
+// the pair as it reads after the completion: stopped when it is free, or
+// held by the claim that took the other key, which is judged only in its
+// own pair.
+func completionOutcome(res *Result, p *Pair) *Result {
 	res.Seat, res.Session = p.Seat, p.Session
-	if !p.Held() {
-		res.Outcome = OutcomeStopped
-		return res, nil
-	}
-	res.Outcome = Outcome(p.State())
-	other := ""
+	res.Outcome, res.Refusal = OutcomeStopped, nil
 	for _, h := range []*Head{p.Seat, p.Session} {
-		if h.Held() && h.Record != nil {
-			other = h.Record.ClaimID
-			res.Refusal = refuse(UnsafeReplacement, other, fmt.Sprintf("claim %s's release was completed; %s is held by claim %s, which took it afterwards: classify that claim with its own pair", res.ClaimID, h.Key, other), nil, seat, session)
+		if !h.Held() {
+			continue
 		}
+		res.Outcome = Outcome(p.State())
+		other := ""
+		if h.Record != nil {
+			other = h.Record.ClaimID
+		}
+		res.Refusal = refuse(UnsafeReplacement, other, fmt.Sprintf("claim %s's release was completed; %s is held by claim %s, which took it afterwards: classify that claim with its own pair", res.ClaimID, h.Key, other), h.Damage, p.Seat.Key, p.Session.Key)
 	}
-	if res.Refusal == nil {
-		res.Refusal = s.Refusal(p)
-	}
-	return res, nil
+	return res
 }

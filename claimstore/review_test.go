@@ -323,3 +323,117 @@ func TestGapAboveHeldHead(t *testing.T) {
 		t.Errorf("fsck: %+v, %v; want the gap reported", rep, err)
 	}
 }
+
+// TestGapBelowFreeHead: a released key with a revision lost below its head
+// does not read free: its history was tampered with, and free is never
+// answered on a history that lost revisions.
+func TestGapBelowFreeHead(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+	w, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	c, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []State{Active, Stopping, Active, Stopping, Active} {
+		if err := w.Advance(c, Patch{State: st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Release(c, NewProof(ProofCohort, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(w.KeyDir(seat), RevisionName(3))); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Head(seat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Held() || h.Damage == nil || h.N != 7 || !strings.Contains(h.Damage.Error(), "revision 3 is missing") {
+		t.Fatalf("head over a gap below a free head: N %d, held %v, damage %v", h.N, h.Held(), h.Damage)
+	}
+	if _, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}}); !isRefusal(err, UnsafeReplacement) {
+		t.Errorf("acquire over the gap: %v, want unsafe-replacement", err)
+	}
+	sum, err := s.ClassifyAll(context.Background(), nil, nil)
+	if err != nil || sum.Free != 0 || sum.Pairs != 1 {
+		t.Errorf("ClassifyAll: %+v, %v; want the pair classified, not free", sum, err)
+	}
+}
+
+// TestMovedReleaseDryRunMatchesRun: the dry run of a moved-release
+// completion reports what the real run then reports.
+func TestMovedReleaseDryRunMatchesRun(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
+	s, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	x, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.barrier = func(p Point) error {
+		if p.Barrier == BarrierBetweenKeys {
+			return errCrash
+		}
+		return nil
+	}
+	if err := s.Release(x, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
+		t.Fatal(err)
+	}
+	s.barrier = nil
+	delete(host.procs, 4100)
+	other, _ := SessionKey("sess-2")
+	if _, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
+		t.Fatal(err)
+	}
+	summary := func(r *Result) string {
+		code := Code("")
+		if r.Refusal != nil {
+			code = r.Refusal.Code
+		}
+		return fmt.Sprintf("%s %s completed=%v published=%d free=%v", r.Outcome, code, r.Completed, len(r.Published), r.Free())
+	}
+	dry, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := s.Classify(context.Background(), seat, session, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if summary(dry) != summary(real) || real.Free() {
+		t.Errorf("dry run %q, real run %q", summary(dry), summary(real))
+	}
+}
+
+// TestNoUnitWithMarkerInOneStep: a step that both sets the spawn marker
+// and frees the claim with a no-unit proof is refused.
+func TestNoUnitWithMarkerInOneStep(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, session := testKeys(t)
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Advance(c, Patch{State: Stopped, Proof: NewProof(ProofNoUnit, ""), Fields: map[string]any{"spawnMarker": true}})
+	if !errors.Is(err, ErrBadPatch) {
+		t.Fatalf("stopped + no-unit + spawn marker in one step: %v, want ErrBadPatch", err)
+	}
+}

@@ -178,18 +178,30 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(revs) == 0 || revs[len(revs)-1] <= h.N {
-			s.setListed(loc, h.N)
+		if len(revs) == 0 {
+			s.setListed(loc, 0)
 			return h, nil
 		}
 		top := revs[len(revs)-1]
+		// A held head needs nothing above it; a free one needs the whole
+		// history intact too, since a gap anywhere means revisions were
+		// lost or planted, and a free answer must not rest on that.
+		if top <= h.N && (h.Held() || dense(revs)) {
+			s.setListed(loc, h.N)
+			return h, nil
+		}
 		reason := fmt.Sprintf("revision %d exists, but revision %d is missing: the history is not dense (run claimctl fsck)", top, firstMissing(revs))
-		if dense(revs) {
-			if attempt < 3 {
-				// No gap: a writer published after the probe. Read again.
-				continue
-			}
+		switch {
+		case dense(revs) && attempt < 3:
+			// No gap: a writer published after the probe. Read again.
+			continue
+		case dense(revs):
 			reason = fmt.Sprintf("the head moved during every one of %d reads; try again", attempt+1)
+		case attempt == 0:
+			// A listing is not atomic: one taken while revisions are
+			// being linked can show N+2 without N+1. Look once more
+			// before calling it a gap.
+			continue
 		}
 		h.Damage = &fs.PathError{Op: "read head", Path: filepath.Join(s.KeyDir(k), RevisionName(top)), Err: &DamageError{Reason: reason}}
 		h.N, h.Record = top, nil
@@ -534,7 +546,7 @@ func (s *Store) Acquire(seat, session Key, f AcquireFields) (*Claim, error) {
 		return nil, err
 	}
 	rec.Fields.Set(pairMember, pairJSON(seat, session))
-	for range s.retries {
+	for range s.retries + 1 {
 		p, err := s.Pair(seat, session)
 		if err != nil {
 			return nil, err
@@ -583,7 +595,7 @@ func (s *Store) Acquire(seat, session Key, f AcquireFields) (*Claim, error) {
 		}
 		return &Claim{ID: rec.ClaimID, Seat: seat, Session: session, SeatRev: seatRev, SessionRev: now.N + 1, Record: rec}, nil
 	}
-	return nil, refuse(UnsafeReplacement, "", fmt.Sprintf("%s changed during every one of %d attempts", seat, s.retries), nil, seat, session)
+	return nil, refuse(UnsafeReplacement, "", fmt.Sprintf("%s changed during every one of %d attempts", seat, s.retries+1), nil, seat, session)
 }
 
 // Patch is a change to a claim's record.
@@ -635,7 +647,7 @@ func (s *Store) Advance(c *Claim, p Patch) error {
 	if !next.held() {
 		// This step frees the claim: whichever call makes it, Release or
 		// Advance, the proof must be one that can free it.
-		if err := s.checkReleaseProof(c, next.Proof); err != nil {
+		if err := s.checkReleaseProof(c, next); err != nil {
 			return err
 		}
 	}
@@ -734,9 +746,11 @@ func (s *Store) Release(c *Claim, proof *Proof) error {
 	return s.Advance(c, Patch{State: Stopped, Proof: proof})
 }
 
-// checkReleaseProof refuses a proof that cannot end claim c.
-func (s *Store) checkReleaseProof(c *Claim, proof *Proof) error {
-	if proof.Kind == ProofNoUnit && c.Record.SpawnMarker() {
+// checkReleaseProof refuses a step of claim c to next, which frees it,
+// when next's proof cannot end the claim.
+func (s *Store) checkReleaseProof(c *Claim, next *Record) error {
+	proof := next.Proof
+	if proof.Kind == ProofNoUnit && (c.Record.SpawnMarker() || next.SpawnMarker()) {
 		// A no-unit proof says nothing was ever spawned; the marker says
 		// something may have been. Only a supervisor's cohort proof (or a
 		// boot proof) can end a claim that may have spawned.
