@@ -38,7 +38,7 @@ type Options struct {
 // any other, comes from the publish protocol, not from locks.
 type Store struct {
 	mu     sync.Mutex
-	listed map[Loc]uint64 // see head: keys listed with no revision above
+	listed map[Loc]listing // see head: what listings of keys showed
 
 	root    string
 	be      Backend
@@ -171,7 +171,12 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 		if err != nil {
 			return nil, err
 		}
-		if h.Held() && (!forWrite || s.listedUpTo(loc, h.N)) {
+		if h.Held() && (!forWrite || s.listedUpTo(loc, h.N, false)) {
+			return h, nil
+		}
+		if !h.Held() && s.listedUpTo(loc, h.N, true) {
+			// This store listed the key whole and dense at or below this
+			// head; since then the protocol has only appended.
 			return h, nil
 		}
 		revs, _, err := s.be.List(loc)
@@ -179,7 +184,7 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 			return nil, err
 		}
 		if len(revs) == 0 {
-			s.setListed(loc, 0)
+			s.setListed(loc, 0, true)
 			return h, nil
 		}
 		top := revs[len(revs)-1]
@@ -187,7 +192,7 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 		// history intact too, since a gap anywhere means revisions were
 		// lost or planted, and a free answer must not rest on that.
 		if top <= h.N && (h.Held() || dense(revs)) {
-			s.setListed(loc, h.N)
+			s.setListed(loc, h.N, dense(revs))
 			return h, nil
 		}
 		reason := fmt.Sprintf("revision %d exists, but revision %d is missing: the history is not dense (run claimctl fsck)", top, firstMissing(revs))
@@ -209,23 +214,30 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 	}
 }
 
-// listedUpTo reports whether a listing of loc already showed no revision
-// above n.
-func (s *Store) listedUpTo(loc Loc, n uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	top, ok := s.listed[loc]
-	return ok && n >= top
+// listing is what a listing of a key showed: no revision above top, and
+// whether the history was dense.
+type listing struct {
+	top   uint64
+	dense bool
 }
 
-func (s *Store) setListed(loc Loc, n uint64) {
+// listedUpTo reports whether a listing of loc already showed no revision
+// above n (and, with wantDense, no gap either).
+func (s *Store) listedUpTo(loc Loc, n uint64, wantDense bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.listed[loc]
+	return ok && n >= l.top && (l.dense || !wantDense)
+}
+
+func (s *Store) setListed(loc Loc, n uint64, dense bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.listed == nil {
-		s.listed = map[Loc]uint64{}
+		s.listed = map[Loc]listing{}
 	}
-	if top, ok := s.listed[loc]; !ok || n > top {
-		s.listed[loc] = n
+	if l, ok := s.listed[loc]; !ok || n > l.top || dense && !l.dense {
+		s.listed[loc] = listing{top: n, dense: dense}
 	}
 }
 
