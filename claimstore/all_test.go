@@ -15,10 +15,7 @@ import (
 // and keys whose partner cannot be found are reported and left alone.
 func TestClassifyAll(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	w, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := openOn(t, root, liveHost())
 	owner := Owner{PID: 4100, Start: "500", Boot: bootA}
 	key := func(seat, session string) (Key, Key) {
 		s, _ := SeatKey(seat, "p", "w")
@@ -45,12 +42,7 @@ func TestClassifyAll(t *testing.T) {
 	}
 	// c: an acquire cut between the keys; its record names both keys.
 	sc, xc := key("c", "c")
-	w.barrier = func(p Point) error {
-		if p.Barrier == BarrierBetweenKeys {
-			return errCrash
-		}
-		return nil
-	}
+	cutAt(w, BarrierBetweenKeys)
 	if _, err := w.Acquire(sc, xc, AcquireFields{Owner: owner}); !errors.Is(err, errCrash) {
 		t.Fatal(err)
 	}
@@ -155,10 +147,7 @@ func TestClassifyAllGapReportedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	seat, session := testKeys(t)
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := claim4100(t, s, seat, session)
 	if err := s.Advance(c, Patch{State: Active}); err != nil {
 		t.Fatal(err)
 	}

@@ -66,16 +66,10 @@ func TestNamedTemporariesArePublishedAndDropped(t *testing.T) {
 
 func TestCheckFindingsAndRepair(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
-	s, err := Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	host := liveHost()
+	s := openOn(t, root, host)
 	seat, session := testKeys(t)
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := claim4100(t, s, seat, session)
 	if err := s.Advance(c, Patch{State: Active}); err != nil {
 		t.Fatal(err)
 	}

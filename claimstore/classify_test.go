@@ -344,10 +344,7 @@ func writeRaw(t *testing.T, s *Store, k Key, n uint64, content string) {
 // already published: one proof, no extra revision.
 func TestClassifyReusesItsBootProof(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	w, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
 	if _, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
 		t.Fatal(err)
@@ -389,10 +386,7 @@ func TestClassifyReusesItsBootProof(t *testing.T) {
 // never spread onto a key outside it.
 func TestClassifyRefusesAnotherPairsClaim(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	w, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := openOn(t, root, liveHost())
 	seat1, session := testKeys(t)
 	seat2, _ := SeatKey("seat-2", "proj", "/ws")
 	if _, err := w.Acquire(seat2, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
@@ -418,15 +412,9 @@ func TestClassifyRefusesAnotherPairsClaim(t *testing.T) {
 // only a proof ends that.
 func TestAdvanceNeverClearsSpawnMarker(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := claim4100(t, s, seat, session)
 	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 		t.Fatal(err)
 	}
@@ -437,5 +425,44 @@ func TestAdvanceNeverClearsSpawnMarker(t *testing.T) {
 	}
 	if h, _ := s.Head(seat); h.N != 2 {
 		t.Errorf("seat at revision %d, want 2: a refused patch published", h.N)
+	}
+}
+
+// owner4100 is the owner the recovery tests' claims record: pid 4100,
+// started at tick 500, alive on liveHost until a test removes it.
+var owner4100 = Owner{PID: 4100, Start: "500"}
+
+// liveHost is the test machine in bootA with owner4100's process running.
+func liveHost() *fakeHost {
+	return &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+}
+
+// openOn opens a store on root with host, failing the test on error.
+func openOn(t *testing.T, root string, host hostid.Host) *Store {
+	t.Helper()
+	s, err := Open(root, &Options{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// claim4100 acquires seat and session for owner4100.
+func claim4100(t *testing.T, s *Store, seat, session Key) *Claim {
+	t.Helper()
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: owner4100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// cutAt makes every operation of s stop at barrier b, as a crash there.
+func cutAt(s *Store, b Barrier) {
+	s.barrier = func(p Point) error {
+		if p.Barrier == b {
+			return errCrash
+		}
+		return nil
 	}
 }

@@ -85,11 +85,8 @@ func (f *racingListFS) ReadDir(name string) ([]string, error) {
 // probe and the listing is a newer head, not a gap.
 func TestFreeHeadRacingWriterIsNotDamage(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
-	other, err := Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	host := liveHost()
+	other := openOn(t, root, host)
 	seat, session := testKeys(t)
 	owner := Owner{PID: 4100, Start: "500"}
 	// A released claim first: the keys read free, so Head lists them.
@@ -126,15 +123,9 @@ func TestFreeHeadRacingWriterIsNotDamage(t *testing.T) {
 // exist (or is not this claim's) frees nothing.
 func TestReleaseVerifiesBootProofs(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := claim4100(t, s, seat, session)
 	for _, ref := range []string{"boot-000000000000000000000000", "bp-1", ""} {
 		if err := s.Release(c, NewProof(ProofBoot, ref)); !errors.Is(err, ErrBadPatch) {
 			t.Errorf("release with boot proof %q: %v, want ErrBadPatch", ref, err)
@@ -177,19 +168,11 @@ func testMovedRelease(t *testing.T, goneY bool) {
 		t.Fatal(err)
 	}
 	seat, session := testKeys(t)
-	x, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := claim4100(t, s, seat, session)
 	if err := s.Advance(x, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 		t.Fatal(err)
 	}
-	s.barrier = func(p Point) error {
-		if p.Barrier == BarrierBetweenKeys {
-			return errCrash
-		}
-		return nil
-	}
+	cutAt(s, BarrierBetweenKeys)
 	if err := s.Release(x, NewProof(ProofCohort, "cohort-x")); !errors.Is(err, errCrash) {
 		t.Fatal(err)
 	}
@@ -248,15 +231,9 @@ func testMovedRelease(t *testing.T, goneY bool) {
 // proof that Release would refuse.
 func TestAdvanceToStoppedChecksTheProof(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := claim4100(t, s, seat, session)
 	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 		t.Fatal(err)
 	}
@@ -276,16 +253,10 @@ func TestAdvanceToStoppedChecksTheProof(t *testing.T) {
 // the gap.
 func TestGapAboveHeldHead(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
-	w, err := Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	host := liveHost()
+	w := openOn(t, root, host)
 	seat, session := testKeys(t)
-	c, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := claim4100(t, w, seat, session)
 	if err := w.Advance(c, Patch{State: Active}); err != nil {
 		t.Fatal(err)
 	}
@@ -329,16 +300,10 @@ func TestGapAboveHeldHead(t *testing.T) {
 // answered on a history that lost revisions.
 func TestGapBelowFreeHead(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
-	w, err := Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	host := liveHost()
+	w := openOn(t, root, host)
 	seat, session := testKeys(t)
-	c, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := claim4100(t, w, seat, session)
 	for _, st := range []State{Active, Stopping, Active, Stopping, Active} {
 		if err := w.Advance(c, Patch{State: st}); err != nil {
 			t.Fatal(err)
@@ -380,16 +345,8 @@ func TestMovedReleaseDryRunMatchesRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	seat, session := testKeys(t)
-	x, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.barrier = func(p Point) error {
-		if p.Barrier == BarrierBetweenKeys {
-			return errCrash
-		}
-		return nil
-	}
+	x := claim4100(t, s, seat, session)
+	cutAt(s, BarrierBetweenKeys)
 	if err := s.Release(x, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
 		t.Fatal(err)
 	}
@@ -423,16 +380,10 @@ func TestMovedReleaseDryRunMatchesRun(t *testing.T) {
 // and frees the claim with a no-unit proof is refused.
 func TestNoUnitWithMarkerInOneStep(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.Advance(c, Patch{State: Stopped, Proof: NewProof(ProofNoUnit, ""), Fields: map[string]any{"spawnMarker": true}})
+	c := claim4100(t, s, seat, session)
+	err := s.Advance(c, Patch{State: Stopped, Proof: NewProof(ProofNoUnit, ""), Fields: map[string]any{"spawnMarker": true}})
 	if !errors.Is(err, ErrBadPatch) {
 		t.Fatalf("stopped + no-unit + spawn marker in one step: %v, want ErrBadPatch", err)
 	}

@@ -220,27 +220,15 @@ read and used only if both belong to --claim. A head that moved is refused
 --spawn-marker records that a writer may have been spawned; classify never
 frees such a claim on an absent unit.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
-		var kf keyFlags
-		kf.register(fs)
-		var rf revFlags
-		rf.register(fs)
-		claim := fs.String("claim", "", "the claim `id` (as acquire printed it)")
+		var ref claimRef
+		ref.register(fs)
 		state := fs.String("state", "", "the new `state`: reserved, active, stopping or uncertain")
 		marker := fs.Bool("spawn-marker", false, "record that a writer may have been spawned (spawnMarker: true)")
 		sets := setFlags{}
 		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable)")
 		return func(e *env) error {
-			seat, session, err := kf.pair(c)
+			seat, session, err := ref.parse(c, "advance")
 			if err != nil {
-				return err
-			}
-			if !c.set["claim"] {
-				return usagef("--claim is missing: name the claim to advance (its id as acquire printed it)")
-			}
-			if err := claimIDFlag("claim", *claim); err != nil {
-				return err
-			}
-			if err := rf.validate(c); err != nil {
 				return err
 			}
 			p := claimstore.Patch{Fields: map[string]any{}}
@@ -266,7 +254,7 @@ frees such a claim on an absent unit.`,
 			if p.State == "" && len(p.Fields) == 0 {
 				return usagef("nothing to advance: give --state, --spawn-marker or --set")
 			}
-			return stepClaim(e, c, *claim, seat, session, &rf, "advanced", func(s *claimstore.Store, cl *claimstore.Claim) error {
+			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "advanced", func(s *claimstore.Store, cl *claimstore.Claim) error {
 				return s.Advance(cl, p)
 			})
 		}
@@ -284,24 +272,12 @@ still runs: cohortProof:REF (the supervisor's proof that its writer cohort
 stopped), no-unit (nothing was ever spawned), or boot:ID (a boot proof). A
 release cut between the keys is completed by classify.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
-		var kf keyFlags
-		kf.register(fs)
-		var rf revFlags
-		rf.register(fs)
-		claim := fs.String("claim", "", "the claim `id` (as acquire printed it)")
+		var ref claimRef
+		ref.register(fs)
 		proof := fs.String("proof", "", "the proof `KIND[:REF]`: cohortProof:REF, no-unit, or boot:ID")
 		return func(e *env) error {
-			seat, session, err := kf.pair(c)
+			seat, session, err := ref.parse(c, "release")
 			if err != nil {
-				return err
-			}
-			if !c.set["claim"] {
-				return usagef("--claim is missing: name the claim to release (its id as acquire printed it)")
-			}
-			if err := claimIDFlag("claim", *claim); err != nil {
-				return err
-			}
-			if err := rf.validate(c); err != nil {
 				return err
 			}
 			if !c.set["proof"] {
@@ -311,11 +287,39 @@ release cut between the keys is completed by classify.`,
 			if err != nil {
 				return err
 			}
-			return stepClaim(e, c, *claim, seat, session, &rf, "released", func(s *claimstore.Store, cl *claimstore.Claim) error {
+			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "released", func(s *claimstore.Store, cl *claimstore.Claim) error {
 				return s.Release(cl, pr)
 			})
 		}
 	},
+}
+
+// claimRef names an existing claim on the command line: its keys, its id,
+// and optionally the revisions to fence on.
+type claimRef struct {
+	kf keyFlags
+	rf revFlags
+	id *string
+}
+
+func (r *claimRef) register(fs *flag.FlagSet) {
+	r.kf.register(fs)
+	r.rf.register(fs)
+	r.id = fs.String("claim", "", "the claim `id` (as acquire printed it)")
+}
+
+// parse checks the flags before anything is touched, and returns the keys.
+func (r *claimRef) parse(c *common, verb string) (seat, session claimstore.Key, err error) {
+	if seat, session, err = r.kf.pair(c); err != nil {
+		return seat, session, err
+	}
+	if !c.set["claim"] {
+		return seat, session, usagef("--claim is missing: name the claim to %s (its id as acquire printed it)", verb)
+	}
+	if err := claimIDFlag("claim", *r.id); err != nil {
+		return seat, session, err
+	}
+	return seat, session, r.rf.validate(c)
 }
 
 // stepClaim opens the root for writing, loads the named claim fenced on the
