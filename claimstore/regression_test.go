@@ -1,5 +1,10 @@
 package claimstore
 
+// Regression tests for what the crash harness and reviews found: each names
+// the failure it pins down. They build the exact on-disk states by hand
+// (lost revisions, malformed boot ids, keys taken between the steps of a
+// release) that the protocol itself never writes.
+
 import (
 	"context"
 	"errors"
