@@ -88,6 +88,29 @@ func TestLockstep(t *testing.T) {
 		if diff := cmp.Diff(codeExits, exits); diff != "" {
 			t.Errorf("exit codes: code (-) vs README.md (+):\n%s", diff)
 		}
+		doc := string(readme)
+		table := tableRows(section(doc, "### Exit codes"), `^\| (\d+) \| `+"`"+`([a-z-]+)`+"`"+` \|`)
+		if diff := cmp.Diff(codeExits, table); diff != "" {
+			t.Errorf("exit code table: code (-) vs README.md (+):\n%s", diff)
+		}
+		refusals := tableRows(section(doc, "### Refusal codes"), `^\| `+"`"+`([a-z-]+)`+"`"+` \| (\d+) \|`)
+		if diff := cmp.Diff(codeRefusals, refusals); diff != "" {
+			t.Errorf("refusal codes: code (-) vs README.md (+):\n%s", diff)
+		}
+		fields := map[string][]string{}
+		item := regexp.MustCompile("^- `(\\w+)`: (.*)$")
+		name := regexp.MustCompile("`(\\w+)`")
+		for _, line := range strings.Split(section(doc, "### JSON field names"), "\n") {
+			if m := item.FindStringSubmatch(line); m != nil {
+				fields[m[1]] = []string{}
+				for _, f := range name.FindAllStringSubmatch(m[2], -1) {
+					fields[m[1]] = append(fields[m[1]], f[1])
+				}
+			}
+		}
+		if diff := cmp.Diff(codeFields, sortAll(fields)); diff != "" {
+			t.Errorf("JSON fields: code (-) vs README.md (+):\n%s", diff)
+		}
 	})
 
 	// REFERENCE.md.
