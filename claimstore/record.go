@@ -217,21 +217,19 @@ func (r *Record) Owner() (Owner, error) {
 		return Owner{}, errors.New("no owner recorded")
 	}
 	var o struct {
-		PID         json.Number     `json:"pid"`
+		PID         json.RawMessage `json:"pid"`
 		Start       json.RawMessage `json:"start"`
 		Boot        json.RawMessage `json:"boot"`
 		Incarnation json.RawMessage `json:"incarnation"`
 	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(&o); err != nil {
+	if err := json.Unmarshal(raw, &o); err != nil {
 		return Owner{}, fmt.Errorf("owner %s: %v", raw, err)
 	}
-	// pid must be a JSON number (json.Number also takes a string).
-	pidRaw, _ := decodeObjectMember(raw, "pid")
-	pid, err := strconv.ParseInt(string(o.PID), 10, 32)
-	if err != nil || pid <= 0 || len(pidRaw) == 0 || pidRaw[0] == '"' {
-		return Owner{}, fmt.Errorf("owner pid %q is not a process id", o.PID)
+	// pid must be a JSON integer, as the reference's Number.isInteger says:
+	// a quoted pid fails ParseInt.
+	pid, err := strconv.ParseInt(string(bytes.TrimSpace(o.PID)), 10, 32)
+	if err != nil || pid <= 0 {
+		return Owner{}, fmt.Errorf("owner pid %s is not a process id", show(o.PID))
 	}
 	out := Owner{PID: int(pid), Incarnation: o.Incarnation}
 	if out.Start, err = optString(o.Start); err != nil {
@@ -651,13 +649,3 @@ func jsJSON(v any) ([]byte, error) {
 
 // timestamp formats t as the record's writtenAt does.
 func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
-// decodeObjectMember returns the raw value of one member of a JSON object.
-func decodeObjectMember(raw json.RawMessage, name string) (json.RawMessage, bool) {
-	fs, err := decodeObject(raw)
-	if err != nil {
-		return nil, false
-	}
-	v, ok := fs.Get(name)
-	return bytes.TrimSpace(v), ok
-}

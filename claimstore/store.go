@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/claimstore/claimstore/hostid"
@@ -487,7 +489,7 @@ func applyFields(dst *Fields, m map[string]any) error {
 	for name := range m {
 		names = append(names, name)
 	}
-	sortStrings(names)
+	sort.Strings(names)
 	for _, name := range names {
 		if reserved[name] || name == "state" || name == "proof" {
 			return fmt.Errorf("%w: member %q is the store's own", ErrBadPatch, name)
@@ -817,4 +819,13 @@ func checkRootInfo(root string, fi fs.FileInfo) error {
 		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: it belongs to uid %d, not to this user (uid %d); use a root of your own", ErrUnsafeRoot, uid, os.Geteuid())}
 	}
 	return nil
+}
+
+// ownerUID returns the uid owning fi, where the platform says.
+func ownerUID(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
 }
