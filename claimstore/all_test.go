@@ -64,10 +64,7 @@ func TestClassifyAll(t *testing.T) {
 	}
 	writeRaw(t, w, xe, 1, "{torn")
 
-	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
 	type entry struct {
 		Seat, Session string
 		Outcome       Outcome
@@ -142,10 +139,7 @@ func TestClassifyAll(t *testing.T) {
 func TestClassifyAllGapReportedOnce(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
-	s, err := Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, host)
 	seat, session := testKeys(t)
 	c := claim4100(t, s, seat, session)
 	if err := s.Advance(c, Patch{State: Active}); err != nil {
@@ -155,10 +149,7 @@ func TestClassifyAllGapReportedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new process, as after the crash that lost it.
-	s, err = Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openOn(t, root, host)
 	var results []*PairResult
 	sum, err := s.ClassifyAll(context.Background(), nil, func(r *PairResult) { results = append(results, r) })
 	if err != nil {

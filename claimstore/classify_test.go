@@ -97,10 +97,7 @@ func TestClassifyAfterCrashAtEveryBarrier(t *testing.T) {
 						boot = bootB
 					}
 					host := &fakeHost{machine: testMachine, boot: boot, procs: map[int]string{}}
-					s, err := Open(root, &Options{Host: host})
-					if err != nil {
-						t.Fatal(err)
-					}
+					s := openOn(t, root, host)
 					seat, session := testKeys(t)
 					before, err := s.Pair(seat, session)
 					if err != nil {
@@ -263,16 +260,10 @@ func TestClassifyTable(t *testing.T) {
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "root")
-			w, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: live}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			w := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: live})
 			seat, session := testKeys(t)
 			r.setup(t, w, seat, session)
-			s, err := Open(root, &Options{Host: r.host})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := openOn(t, root, r.host)
 			if r.host.procs == nil {
 				s.host = unreadableProc{r.host}
 			}
@@ -362,10 +353,7 @@ func TestClassifyReusesItsBootProof(t *testing.T) {
 	if _, err := cut.Classify(context.Background(), seat, session, nil); !errors.Is(err, errCrash) {
 		t.Fatalf("cut classify: %v", err)
 	}
-	s, err := Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, host)
 	res, err := s.Classify(context.Background(), seat, session, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -392,10 +380,7 @@ func TestClassifyRefusesAnotherPairsClaim(t *testing.T) {
 	if _, err := w.Acquire(seat2, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
 	res, err := s.Classify(context.Background(), seat1, session, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -26,10 +26,7 @@ func TestClassifyMalformedBootIsNoEvidence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "root")
-			w, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			w := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}})
 			seat, session := testKeys(t)
 			c, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
 			if err != nil {
@@ -55,10 +52,7 @@ func TestClassifyMalformedBootIsNoEvidence(t *testing.T) {
 				}
 			}
 			// This boot's classifier; the owner's pid is gone.
-			s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}})
 			res, err := s.Classify(context.Background(), seat, session, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -168,10 +162,7 @@ func TestClassifyCompletesReleaseAfterKeyMovedOn(t *testing.T) {
 func testMovedRelease(t *testing.T, goneY bool) {
 	root := filepath.Join(t.TempDir(), "root")
 	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
-	s, err := Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, host)
 	seat, session := testKeys(t)
 	x := claim4100(t, s, seat, session)
 	if err := s.Advance(x, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
@@ -272,10 +263,7 @@ func TestGapAboveHeldHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(host.procs, 4100)
-	s, err := Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, host)
 	res, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: mapUnits{}})
 	if err != nil {
 		t.Fatal(err)
@@ -320,10 +308,7 @@ func TestGapBelowFreeHead(t *testing.T) {
 	if err := os.Remove(filepath.Join(w.KeyDir(seat), RevisionName(3))); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, host)
 	h, err := s.Head(seat)
 	if err != nil {
 		t.Fatal(err)
@@ -345,10 +330,7 @@ func TestGapBelowFreeHead(t *testing.T) {
 func TestMovedReleaseDryRunMatchesRun(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
-	s, err := Open(root, &Options{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openOn(t, root, host)
 	seat, session := testKeys(t)
 	x := claim4100(t, s, seat, session)
 	cutAt(s, BarrierBetweenKeys)
