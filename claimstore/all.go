@@ -246,6 +246,13 @@ func (s *Store) keyInfo(loc Loc) *keyInfo {
 		in.key, in.claimID, in.pair = &k, rec.ClaimID, pairOf(rec)
 		if n == top && dense(revs) {
 			in.held = rec.held()
+			if !in.held {
+				// Free only as Head would say it: a directory or file
+				// others can write, or a boot proof that does not check,
+				// holds the key.
+				h, err := s.probeHead(k)
+				in.held = err != nil || h.Held()
+			}
 		}
 		return in
 	}

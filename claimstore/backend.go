@@ -84,9 +84,19 @@ type Backend interface {
 	// Locs returns every key of the given kind that has a history.
 	Locs(kind Kind) ([]Loc, error)
 
+	// Sync makes revision n of loc, and every revision below it, durable
+	// as they can be read now, whoever published them: a writer that
+	// crashed after its link and before its directory fsync leaves a
+	// revision that every reader sees and a power cut can still take away.
+	// A decision that frees, completes or publishes on the strength of a
+	// head it read calls Sync on that head first. A backend whose reads
+	// only ever see durable data (a consensus store) returns nil.
+	Sync(loc Loc, n uint64) error
+
 	// WriteProof stores a proof under id, exclusively and durably, as
 	// Publish stores a revision; an existing id is an error wrapping
-	// fs.ErrExist. ReadProof returns it; Proofs lists the ids.
+	// fs.ErrExist, returned once the existing proof is durable too.
+	// ReadProof returns it; Proofs lists the ids.
 	WriteProof(id string, data []byte) error
 	ReadProof(id string) ([]byte, error)
 	Proofs() ([]string, error)
@@ -127,6 +137,15 @@ type dirBackend struct {
 	kindOK map[string]bool
 	// failed is the sticky fsync failure; see ErrSyncFailed.
 	failed error
+	// synced records, per key, the highest revision known durable: made
+	// so by this process's directory fsync after reading or publishing it.
+	synced map[Loc]uint64
+	// strict is set on the operating system's filesystem, where the root's
+	// ancestors are checked before the first write (checkAncestors).
+	strict bool
+	// uid is the root's owner, once read (see rootUID).
+	uid             int
+	uidOK, uidKnown bool
 }
 
 var _ Backend = (*dirBackend)(nil)
@@ -134,22 +153,34 @@ var _ Backend = (*dirBackend)(nil)
 // NewDirBackend returns the directory backend for the claim root on fsys:
 // the format the reference implementation writes.
 func NewDirBackend(fsys FS, root string) Backend {
-	return &dirBackend{fs: fsys, root: root, hints: map[Loc]uint64{}, durable: map[string]bool{}, kindOK: map[string]bool{}}
+	_, strict := fsys.(osFS)
+	return &dirBackend{fs: fsys, root: root, hints: map[Loc]uint64{}, durable: map[string]bool{}, kindOK: map[string]bool{}, synced: map[Loc]uint64{}, strict: strict}
 }
 
 func (b *dirBackend) dir(loc Loc) string { return filepath.Join(b.root, string(loc.Kind), loc.Hash) }
 
-// checkDir verifies that a key directory, if it exists, is a real directory
-// inside a real kind directory: the store never follows a symlink out of
-// the root.
-func (b *dirBackend) checkDir(dir string) (exists bool, err error) {
+// checkDir verifies that a key directory (or proofs/), if it exists, is a
+// real directory inside a real kind directory: the store never follows a
+// symlink out of the root. distrust is non-nil when the directory (or its
+// kind directory) exists but another user could write into it or owns it
+// (see trustInfo): a key in it reads as held, and nothing is published
+// into it.
+func (b *dirBackend) checkDir(dir string) (exists bool, distrust, err error) {
 	if kind := filepath.Dir(dir); kind != b.root && filepath.Dir(kind) == b.root {
 		b.mu.Lock()
 		ok := b.kindOK[kind]
 		b.mu.Unlock()
 		if !ok {
-			if exists, err := b.checkDir(kind); err != nil || !exists {
-				return false, err
+			exists, distrust, err := b.checkDir(kind)
+			if err != nil || !exists {
+				return false, nil, err
+			}
+			if distrust != nil {
+				// Checked again next time: an operator may fix it.
+				if _, err := b.fs.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+					return false, nil, nil
+				}
+				return true, distrust, nil
 			}
 			b.mu.Lock()
 			b.kindOK[kind] = true
@@ -158,19 +189,19 @@ func (b *dirBackend) checkDir(dir string) (exists bool, err error) {
 	}
 	fi, err := b.fs.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return false, nil, nil
 	}
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if !fi.IsDir() {
 		what := "not a directory"
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			what = "a symlink"
 		}
-		return false, &fs.PathError{Op: "open directory", Path: dir, Err: fmt.Errorf("%w: it is %s; the store never follows it (move it aside and run claimctl fsck)", ErrUnsafePath, what)}
+		return false, nil, &fs.PathError{Op: "open directory", Path: dir, Err: fmt.Errorf("%w: it is %s; the store never follows it (move it aside and run claimctl fsck)", ErrUnsafePath, what)}
 	}
-	return true, nil
+	return true, b.trustInfo(dir, fi), nil
 }
 
 // probeFS is implemented by filesystems that can check many names of one
@@ -203,7 +234,8 @@ func (b *dirBackend) prober(dir string) (func(n uint64) (bool, error), func()) {
 // the protocol, and fsck reports it.
 func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
 	dir := b.dir(loc)
-	if ok, err := b.checkDir(dir); err != nil || !ok {
+	ok, distrust, err := b.checkDir(dir)
+	if err != nil || !ok {
 		return 0, nil, nil, err
 	}
 	exists, done := b.prober(dir)
@@ -246,13 +278,18 @@ func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
 			hi = mid
 		}
 	}
+	if distrust != nil {
+		// Even with no revision: whoever else can write here could have
+		// removed them all.
+		return lo, nil, distrust, nil
+	}
 	if lo == 0 {
 		return 0, nil, nil, nil
 	}
 	b.mu.Lock()
 	b.hints[loc] = lo
 	b.mu.Unlock()
-	data, rerr := b.fs.ReadFile(filepath.Join(dir, RevisionName(lo)))
+	data, rerr := b.readFile(filepath.Join(dir, RevisionName(lo)))
 	if rerr != nil {
 		return lo, nil, rerr, nil
 	}
@@ -260,12 +297,14 @@ func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
 }
 
 func (b *dirBackend) Read(loc Loc, n uint64) ([]byte, error) {
-	return b.fs.ReadFile(filepath.Join(b.dir(loc), RevisionName(n)))
+	return b.readFile(filepath.Join(b.dir(loc), RevisionName(n)))
 }
 
 func (b *dirBackend) List(loc Loc) ([]uint64, []string, error) {
 	dir := b.dir(loc)
-	if ok, err := b.checkDir(dir); err != nil || !ok {
+	// A distrusted directory is still listed: Head reports it, and fsck
+	// needs to see what is in it.
+	if ok, _, err := b.checkDir(dir); err != nil || !ok {
 		return nil, nil, err
 	}
 	names, err := b.fs.ReadDir(dir)
@@ -364,8 +403,10 @@ func (b *dirBackend) ensureDir(dir string) error {
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	if _, err := b.checkDir(dir); err != nil {
+	if _, distrust, err := b.checkDir(dir); err != nil {
 		return err
+	} else if distrust != nil {
+		return distrust
 	}
 	if err := b.sync(func() error { return b.fs.SyncDir(parent) }); err != nil {
 		return err
@@ -400,6 +441,13 @@ func (b *dirBackend) ensureRoot() error {
 	if err := checkRootInfo(b.root, fi); err != nil {
 		return err
 	}
+	if b.strict {
+		// Open checked the ancestors too, some time ago; a parent made
+		// writable since would let another user rename the root away.
+		if err := checkAncestors(b.root); err != nil {
+			return err
+		}
+	}
 	if err := b.sync(func() error { return b.fs.SyncDir(filepath.Dir(b.root)) }); err != nil {
 		return err
 	}
@@ -421,6 +469,41 @@ func (b *dirBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) 
 	if b.hints[loc] < n {
 		b.hints[loc] = n
 	}
+	// The directory fsync after the link made every entry durable, the
+	// revisions below n included.
+	if b.synced[loc] < n {
+		b.synced[loc] = n
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+// Sync fsyncs loc's directory, and makes its entry durable in its parent
+// (ensureDir), unless this backend already made revision n durable.
+func (b *dirBackend) Sync(loc Loc, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	done := b.synced[loc] >= n
+	b.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := b.checkFailed(); err != nil {
+		return err
+	}
+	dir := b.dir(loc)
+	if err := b.ensureDir(dir); err != nil {
+		return err
+	}
+	if err := b.sync(func() error { return b.fs.SyncDir(dir) }); err != nil {
+		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
+	}
+	b.mu.Lock()
+	if b.synced[loc] < n {
+		b.synced[loc] = n
+	}
 	b.mu.Unlock()
 	return nil
 }
@@ -430,16 +513,39 @@ func (b *dirBackend) proofDir() string { return filepath.Join(b.root, "proofs") 
 func (b *dirBackend) WriteProof(id string, data []byte) error {
 	err := b.writeExclusive(b.proofDir(), id+".json", data, nil)
 	if errors.Is(err, ErrRevisionExists) {
+		// Another issuer's proof: it may be linked and not yet durable
+		// (its writer may have died before the directory fsync), and the
+		// caller is about to rely on it.
+		if serr := b.sync(func() error { return b.fs.SyncDir(b.proofDir()) }); serr != nil {
+			return &fs.PathError{Op: "fsync", Path: b.proofDir(), Err: serr}
+		}
 		return &fs.PathError{Op: "write proof", Path: filepath.Join(b.proofDir(), id+".json"), Err: fs.ErrExist}
 	}
 	return err
 }
 
+// ReadProof reads a proof as revisions are read: proofs/ must be a real
+// directory that only the root's owner can write, and the file a regular,
+// trusted file of bounded size. A proof reached through a symlink would
+// free a live claim on evidence from anywhere.
 func (b *dirBackend) ReadProof(id string) ([]byte, error) {
-	return b.fs.ReadFile(filepath.Join(b.proofDir(), id+".json"))
+	path := filepath.Join(b.proofDir(), id+".json")
+	ok, distrust, err := b.checkDir(b.proofDir())
+	switch {
+	case err != nil:
+		return nil, err
+	case distrust != nil:
+		return nil, distrust
+	case !ok:
+		return nil, &fs.PathError{Op: "read proof", Path: path, Err: fs.ErrNotExist}
+	}
+	return b.readFile(path)
 }
 
 func (b *dirBackend) Proofs() ([]string, error) {
+	if _, _, err := b.checkDir(b.proofDir()); err != nil {
+		return nil, err
+	}
 	names, err := b.fs.ReadDir(b.proofDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

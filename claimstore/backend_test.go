@@ -16,9 +16,11 @@ import (
 // TestPublishModes: revisions are created read-only (0400) and every
 // directory on the way (root, kind, key) 0700, whatever the umask.
 func TestPublishModes(t *testing.T) {
+	// The root's parent is made under the usual umask: with umask 0 it
+	// would be 0777, an ancestor Open rightly refuses.
+	root := newRoot(t)
 	old := syscall.Umask(0)
 	t.Cleanup(func() { syscall.Umask(old) })
-	root := newRoot(t)
 	s := openStore(t, root, nil)
 	seat, session := seatKey(t, "s"), sessionKey(t, "x")
 	c := mustAcquire(t, s, seat, session)

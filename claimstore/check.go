@@ -34,6 +34,12 @@ const (
 	FindingTemporary   = "temporary"
 	FindingProof       = "proof"
 	FindingUnreadable  = "unreadable"
+	// FindingUntrusted: a directory or file under the root that another
+	// user owns or may write. Its key reads as held; fsck --repair never
+	// changes ownership or modes.
+	FindingUntrusted = "untrusted"
+	// FindingUnusedProof: a boot proof that no revision names.
+	FindingUnusedProof = "unused-proof"
 )
 
 // Finding is one problem Check found, with its path.
@@ -110,6 +116,7 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 			}
 		}
 	}
+	named := map[string]bool{} // boot proofs that revisions name
 	for _, kind := range []Kind{KindSeat, KindSession} {
 		locs, err := s.be.Locs(kind)
 		if err != nil {
@@ -120,22 +127,33 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 				return rep, err
 			}
 			rep.Keys++
-			s.checkKey(loc, db, opts, rep, add)
+			s.checkKey(loc, db, opts, rep, named, add)
 		}
 	}
-	if ids, err := s.be.Proofs(); err == nil {
-		for _, id := range ids {
-			rep.Proofs++
-			if _, err := s.ReadBootProof(id); err != nil {
-				add(Finding{Path: s.proofPath(id), Kind: FindingProof, Severity: SeverityWarning, Message: err.Error()})
-			}
+	ids, err := s.be.Proofs()
+	if err != nil {
+		add(Finding{Path: filepath.Join(s.root, ProofDir), Kind: FindingUnsafePath, Severity: SeverityError, Message: err.Error() + "; no boot proof in it can free a claim until this is fixed"})
+	}
+	for _, id := range ids {
+		rep.Proofs++
+		path := s.proofPath(id)
+		if db != nil {
+			db.checkType(path, false, add)
+		}
+		if _, err := s.ReadBootProof(id); err != nil {
+			add(Finding{Path: path, Kind: FindingProof, Severity: SeverityWarning, Message: err.Error()})
+		} else if !named[id] {
+			add(Finding{Path: path, Kind: FindingUnusedProof, Severity: SeverityWarning, Message: "no revision names this boot proof: left by a classification cut before it published, or by an older version that issued one per classifier; it frees nothing by itself (remove it by hand if you wish)"})
 		}
 	}
 	return rep, nil
 }
 
-func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *CheckReport, add func(Finding)) {
+func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *CheckReport, named map[string]bool, add func(Finding)) {
 	dir := filepath.Join(s.root, string(loc.Kind), loc.Hash)
+	if db != nil {
+		db.checkType(dir, true, add)
+	}
 	revs, other, err := s.be.List(loc)
 	if err != nil {
 		add(Finding{Path: dir, Kind: FindingUnsafePath, Severity: SeverityError, Message: err.Error() + "; the key reads as held until this is fixed"})
@@ -181,6 +199,9 @@ func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *Check
 			}
 			add(Finding{Path: path, Kind: FindingDamaged, Severity: SeverityError, Message: msg})
 			continue
+		}
+		if rec.Proof != nil && rec.Proof.Kind == ProofBoot {
+			named[rec.Proof.Ref] = true
 		}
 		if rec.State == Stopped && rec.Proof != nil && rec.Proof.Kind == ProofBoot {
 			if !proofIDRe.MatchString(rec.Proof.Ref) {
@@ -237,7 +258,11 @@ func (b *dirBackend) checkType(path string, wantDir bool, add func(Finding)) {
 		add(Finding{Path: path, Kind: FindingUnsafePath, Severity: SeverityError, Message: "not a directory"})
 	case !wantDir && !fi.Mode().IsRegular():
 		add(Finding{Path: path, Kind: FindingUnsafePath, Severity: SeverityError, Message: "not a regular file"})
-	case !wantDir && fi.Mode().Perm()&0o222 != 0:
-		add(Finding{Path: path, Kind: FindingUnsafePath, Severity: SeverityWarning, Message: fmt.Sprintf("mode %v is writable; revisions are created 0400 and never rewritten", fi.Mode().Perm())})
+	default:
+		if err := b.trustInfo(path, fi); err != nil {
+			add(Finding{Path: path, Kind: FindingUntrusted, Severity: SeverityError, Message: err.Error()})
+		} else if !wantDir && fi.Mode().Perm()&0o222 != 0 {
+			add(Finding{Path: path, Kind: FindingUnsafePath, Severity: SeverityWarning, Message: fmt.Sprintf("mode %v is writable; revisions are created 0400 and never rewritten", fi.Mode().Perm())})
+		}
 	}
 }

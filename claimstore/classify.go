@@ -172,6 +172,14 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 
 	// 1.
 	if !p.Held() {
+		// Reported free on heads a crashed writer may have linked and not
+		// made durable: make them durable first, or a power cut could
+		// take the stopped revisions back after "free" was said.
+		if !opts.DryRun {
+			if err := s.syncHeads(p.Seat, p.Session); err != nil {
+				return nil, err
+			}
+		}
 		res.Outcome = OutcomeFree
 		return res, nil
 	}
@@ -379,6 +387,18 @@ func bootProofJSON(ref string) json.RawMessage {
 // older claim that no longer holds it (a half-done acquire) gains the
 // revision too.
 func (s *Store) finish(c *Claim, p *Pair, next *Record, res *Result) error {
+	if !res.DryRun {
+		// A key already at the outcome is not published again, but the
+		// outcome rests on it: it must be durable before the other key is
+		// published (a completed release) or the outcome reported.
+		for _, h := range []*Head{p.Seat, p.Session} {
+			if h.Damage == nil && h.Record != nil && sameOutcome(h.Record, next) {
+				if err := s.syncHeads(h); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for _, h := range []*Head{p.Seat, p.Session} {
 		if h.Damage != nil {
 			return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("%s has a damaged head revision %d", h.Key, h.N), h.Damage, c.Seat, c.Session)
@@ -453,6 +473,17 @@ func (s *Store) judgeOwner(rec *Record) (hostid.State, string) {
 	return hostid.Judge(s.host, who)
 }
 
+// syncHeads makes the heads read durable (Backend.Sync), once per key and
+// revision per store.
+func (s *Store) syncHeads(heads ...*Head) error {
+	for _, h := range heads {
+		if err := s.be.Sync(h.Key.Loc(), h.N); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // errRestart ends a classification that completed a release on one key.
 type errRestart struct{ res *Result }
 
@@ -501,6 +532,11 @@ func (s *Store) completeMovedRelease(p *Pair, held []*Head, res *Result) (*Resul
 				return completionOutcome(res, &Pair{Seat: &freed, Session: other}), nil
 			}
 			return completionOutcome(res, &Pair{Seat: other, Session: &freed}), nil
+		}
+		// The completion rests on the other key's stopped revision: make
+		// it durable before anything is published on its strength.
+		if err := s.syncHeads(other); err != nil {
+			return nil, err
 		}
 		won, err := s.publish(h.Key, h.N+1, next)
 		if err != nil {

@@ -24,7 +24,10 @@ type FS interface {
 	Lstat(name string) (fs.FileInfo, error)
 
 	// ReadFile is like os.ReadFile, but refuses to follow a final symlink
-	// (an error wrapping ErrUnsafePath) and reads only regular files.
+	// (an error wrapping ErrUnsafePath), reads only regular files, and
+	// need not read past MaxFileSize+1 bytes: callers treat a longer result
+	// as too large, and an implementation may fail with a *DamageError
+	// naming the size instead of reading it at all.
 	ReadFile(name string) ([]byte, error)
 
 	// ReadDir returns the names in directory name, in no particular order.
@@ -102,7 +105,12 @@ func (osFS) ReadFile(name string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: ErrUnsafePath}
 	}
-	return io.ReadAll(f)
+	if fi.Size() > MaxFileSize {
+		return nil, tooLarge(name, fi.Size())
+	}
+	// The size may grow while we read: never read more than one byte past
+	// the bound, so that memory stays bounded whatever the file does.
+	return io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 }
 
 func (osFS) ReadDir(name string) ([]string, error) {

@@ -2,6 +2,8 @@ package claimstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,6 +71,12 @@ func (i storeIssuer) IssueBootProof(ctx context.Context, rec *Record) (string, e
 // IssueBootProof writes a boot proof for rec, durably and exclusively, after
 // checking the evidence: the record was written on this machine, under a
 // boot that is not the current one. It refuses otherwise.
+//
+// The proof's id is derived from what it proves (BootProofID), so that
+// classifiers racing on the same claim after the same reboot issue one
+// proof between them: the loser of the exclusive write finds the winner's
+// proof, verifies it, and returns it. A file under that id that does not
+// prove the same thing is an error (nothing is freed on it).
 func (s *Store) IssueBootProof(rec *Record) (*BootProof, error) {
 	machine, err := s.host.MachineID()
 	if err != nil {
@@ -85,7 +93,7 @@ func (s *Store) IssueBootProof(rec *Record) (*BootProof, error) {
 		return nil, refuse(UnsafeReplacement, rec.ClaimID, fmt.Sprintf("claim %s was taken under boot %q, which is not an earlier boot than %s", rec.ClaimID, rec.Host.BootID, boot), nil, rec.Key)
 	}
 	p := &BootProof{
-		Version: 1, Kind: BootProofKind, ID: "boot-" + NewClaimID()[1:],
+		Version: 1, Kind: BootProofKind, ID: BootProofID(machine, rec.Host.BootID, boot, rec.ClaimID),
 		ClaimID: rec.ClaimID, MachineID: machine, RecordedBootID: rec.Host.BootID, CurrentBootID: boot,
 		ObservedAt: timestamp(s.now()),
 	}
@@ -93,10 +101,31 @@ func (s *Store) IssueBootProof(rec *Record) (*BootProof, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.be.WriteProof(p.ID, append(data, '\n')); err != nil {
+	err = s.be.WriteProof(p.ID, append(data, '\n'))
+	if errors.Is(err, fs.ErrExist) {
+		// Another classifier issued it first: the same evidence, the same id.
+		have, rerr := s.ReadBootProof(p.ID)
+		if rerr != nil {
+			return nil, fmt.Errorf("boot proof %s exists but cannot be read: %w", p.ID, rerr)
+		}
+		if have.ClaimID != p.ClaimID || have.MachineID != p.MachineID || have.RecordedBootID != p.RecordedBootID || have.CurrentBootID != p.CurrentBootID {
+			return nil, &fs.PathError{Op: "issue boot proof", Path: s.proofPath(p.ID), Err: fmt.Errorf("%w: it exists and proves something else (claim %s, boots %s -> %s); move it aside and run claimctl fsck", ErrUnsafePath, have.ClaimID, have.RecordedBootID, have.CurrentBootID)}
+		}
+		return have, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// BootProofID returns the id of the boot proof that claim claimID, taken on
+// machine under boot recorded, is over because the machine now runs boot
+// current: "boot-" and 24 hex digits of a SHA-256 over the four. Every
+// issuer of the same proof computes the same id.
+func BootProofID(machine, recorded, current, claimID string) string {
+	h := sha256.Sum256([]byte("claimstore boot proof v1\x00" + machine + "\x00" + recorded + "\x00" + current + "\x00" + claimID))
+	return "boot-" + hex.EncodeToString(h[:12])
 }
 
 // ReadBootProof reads and validates the boot proof with the given id.

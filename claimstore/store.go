@@ -41,6 +41,10 @@ type Options struct {
 type Store struct {
 	mu     sync.Mutex
 	listed map[Loc]listing // see head: what listings of keys showed
+	// proofOK remembers boot proofs verified for a free head (see
+	// verifyHeadProof), keyed by proof id and the claim's identity: a
+	// proof file is never rewritten, so one check per store is enough.
+	proofOK map[string]bool
 
 	root    string
 	be      Backend
@@ -53,8 +57,11 @@ type Store struct {
 // Open returns a store on the claim root. The root need not exist (the
 // first write creates it, mode 0700), but its parent must, and an existing
 // root must be a real directory (not a symlink) that no other user can
-// write into; otherwise the error wraps ErrUnsafeRoot and names the path
-// and the fix. Open touches nothing on disk.
+// write into. Every ancestor of the root must belong to root or to this
+// user and not be writable by group or others unless sticky, since a user
+// who can write into one can rename the root away (checked again before
+// the first write). Otherwise the error wraps ErrUnsafeRoot and names the
+// path and the fix. Open touches nothing on disk.
 func Open(root string, opts *Options) (*Store, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -127,8 +134,12 @@ type Head struct {
 }
 
 // Held reports whether the head holds its key: it does unless it is
-// absent or stopped with a proof.
+// absent or stopped with a proof, and always when it is damaged (a key
+// directory another user can write holds its key even when empty).
 func (h *Head) Held() bool {
+	if h.Damage != nil {
+		return true
+	}
 	if h.N == 0 {
 		return false
 	}
@@ -139,6 +150,8 @@ func (h *Head) Held() bool {
 // when damaged or stopped without a proof, else the head's state.
 func (h *Head) State() State {
 	switch {
+	case h.Damage != nil:
+		return Uncertain
 	case h.N == 0:
 		return Stopped
 	case h.Record == nil:
@@ -267,16 +280,49 @@ func (s *Store) probeHead(k Key) (*Head, error) {
 	}
 	h := &Head{Key: k, N: n}
 	switch {
-	case n == 0:
 	case rerr != nil:
 		h.Damage = rerr
+	case n == 0:
 	default:
 		h.Record, h.Damage = DecodeRecord(data, k, n)
 		if h.Damage != nil {
 			h.Damage = &fs.PathError{Op: "decode", Path: filepath.Join(s.KeyDir(k), RevisionName(n)), Err: h.Damage}
+		} else if err := s.verifyHeadProof(h.Record); err != nil {
+			h.Record = nil
+			h.Damage = &fs.PathError{Op: "verify proof", Path: filepath.Join(s.KeyDir(k), RevisionName(n)), Err: &DamageError{Reason: err.Error()}}
 		}
 	}
 	return h, nil
+}
+
+// verifyHeadProof checks the boot proof of a head that would read free.
+// Free is the one answer never given on a guess: a stopped head naming one
+// of this store's boot proofs (boot-<24 hex>) that is missing (a root
+// restored without proofs/), unreadable or not matching the claim is
+// damaged, not free. A ref in another issuer's format (the reference
+// implementation's verifier, a custom BootProofIssuer) names evidence
+// outside the store and is taken as written, like a cohortProof.
+func (s *Store) verifyHeadProof(rec *Record) error {
+	if rec.State != Stopped || rec.Proof == nil || rec.Proof.Kind != ProofBoot || !proofIDRe.MatchString(rec.Proof.Ref) {
+		return nil
+	}
+	key := rec.Proof.Ref + "\x00" + rec.ClaimID + "\x00" + rec.Host.MachineID + "\x00" + rec.Host.BootID
+	s.mu.Lock()
+	ok := s.proofOK[key]
+	s.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := s.VerifyProof(rec); err != nil {
+		return fmt.Errorf("stopped on boot proof %s, which does not prove the claim over: %w; the key reads as held (run claimctl fsck)", rec.Proof.Ref, err)
+	}
+	s.mu.Lock()
+	if s.proofOK == nil {
+		s.proofOK = map[string]bool{}
+	}
+	s.proofOK[key] = true
+	s.mu.Unlock()
+	return nil
 }
 
 // Revision is one revision of a key's history.
@@ -794,12 +840,15 @@ func checkRoot(root string) error {
 		if !pfi.IsDir() {
 			return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: parent %s is not a directory", ErrUnsafeRoot, parent)}
 		}
-		return nil
+		return checkAncestors(root)
 	}
 	if err != nil {
 		return &fs.PathError{Op: "open claim root", Path: root, Err: err}
 	}
-	return checkRootInfo(root, fi)
+	if err := checkRootInfo(root, fi); err != nil {
+		return err
+	}
+	return checkAncestors(root)
 }
 
 // checkRootInfo refuses an existing root that is a symlink, not a

@@ -157,3 +157,4 @@ func (emptyBackend) Locs(claimstore.Kind) ([]claimstore.Loc, error)  { return ni
 func (b emptyBackend) WriteProof(string, []byte) error               { return b.errWrite() }
 func (emptyBackend) ReadProof(string) ([]byte, error)                { return nil, fs.ErrNotExist }
 func (emptyBackend) Proofs() ([]string, error)                       { return nil, nil }
+func (emptyBackend) Sync(claimstore.Loc, uint64) error               { return nil }
