@@ -427,6 +427,14 @@ func (b *dirBackend) ensureRoot() error {
 	if done {
 		return nil
 	}
+	if b.strict {
+		// Open checked the ancestors some time ago; one made writable
+		// since would let another user rename the root away. Checked
+		// before the root is made, so that a refusal creates nothing.
+		if err := checkAncestors(b.root); err != nil {
+			return err
+		}
+	}
 	if err := b.fs.Mkdir(b.root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
@@ -440,13 +448,6 @@ func (b *dirBackend) ensureRoot() error {
 	}
 	if err := checkRootInfo(b.root, fi); err != nil {
 		return err
-	}
-	if b.strict {
-		// Open checked the ancestors too, some time ago; a parent made
-		// writable since would let another user rename the root away.
-		if err := checkAncestors(b.root); err != nil {
-			return err
-		}
 	}
 	if err := b.sync(func() error { return b.fs.SyncDir(filepath.Dir(b.root)) }); err != nil {
 		return err

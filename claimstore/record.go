@@ -357,9 +357,12 @@ func (r *Record) Marshal() ([]byte, error) {
 // Uncertain until an operator repairs it.
 type DamageError struct {
 	Reason string
+	Err    error // the cause, when the damage comes from outside the record (a proof)
 }
 
 func (e *DamageError) Error() string { return "damaged revision: " + e.Reason }
+
+func (e *DamageError) Unwrap() error { return e.Err }
 
 var claimIDRe = regexp.MustCompile(`^c[0-9a-f]{24}$`)
 

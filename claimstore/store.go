@@ -289,7 +289,7 @@ func (s *Store) probeHead(k Key) (*Head, error) {
 			h.Damage = &fs.PathError{Op: "decode", Path: filepath.Join(s.KeyDir(k), RevisionName(n)), Err: h.Damage}
 		} else if err := s.verifyHeadProof(h.Record); err != nil {
 			h.Record = nil
-			h.Damage = &fs.PathError{Op: "verify proof", Path: filepath.Join(s.KeyDir(k), RevisionName(n)), Err: &DamageError{Reason: err.Error()}}
+			h.Damage = &fs.PathError{Op: "verify proof", Path: filepath.Join(s.KeyDir(k), RevisionName(n)), Err: &DamageError{Reason: err.Error(), Err: err}}
 		}
 	}
 	return h, nil
@@ -822,7 +822,7 @@ func (s *Store) checkReleaseProof(c *Claim, next *Record) error {
 		r := c.Record.clone()
 		r.State, r.Proof = Stopped, proof
 		if err := s.VerifyProof(r); err != nil {
-			return fmt.Errorf("%w: boot proof %q does not prove claim %s over: %v", ErrBadPatch, proof.Ref, c.ID, err)
+			return fmt.Errorf("%w: boot proof %q does not prove claim %s over: %w", ErrBadPatch, proof.Ref, c.ID, err)
 		}
 	}
 	return nil

@@ -271,12 +271,16 @@ func describeKeyJSON(k keyJSON) string {
 // headOut describes a key's head, judging its owner now.
 func headOut(s *claimstore.Store, h *claimstore.Head) headJSON {
 	j := headJSON{Key: keyOut(h.Key, s.Root()), Revision: h.N, State: string(h.State()), Held: h.Held()}
-	if h.N == 0 {
+	if h.N != 0 {
+		j.Path = filepath.Join(s.KeyDir(h.Key), claimstore.RevisionName(h.N))
+	}
+	if h.Damage != nil {
+		// Damage may come with no revision at all: a key directory that
+		// other users may write holds its key even when empty.
+		j.Damage = h.Damage.Error()
 		return j
 	}
-	j.Path = filepath.Join(s.KeyDir(h.Key), claimstore.RevisionName(h.N))
-	if h.Damage != nil {
-		j.Damage = h.Damage.Error()
+	if h.N == 0 {
 		return j
 	}
 	r := h.Record

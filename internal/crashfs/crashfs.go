@@ -206,6 +206,18 @@ func (f *FS) StopAfter(k int) {
 	})
 }
 
+// Resume ends a stop as a process crash does, and no more: the process
+// that met the stop is gone (its hook with it), and a new process goes on
+// with the same page cache. Nothing becomes durable: every operation still
+// pending stays pending, and a later power cut (CrashStates) may drop it,
+// unless a later fsync of the new process makes it durable.
+func (f *FS) Resume() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = nil
+	f.opts.Hook = nil
+}
+
 // Calls returns how many calls the filesystem has received.
 func (f *FS) Calls() int {
 	f.mu.Lock()
