@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/claimstore/claimstore/hostid"
 )
 
 // buildHistory writes a key with revs revisions straight to disk (setup
@@ -144,16 +146,33 @@ func BenchmarkRawFsyncs(b *testing.B) {
 // with a proof: a head that reads free is confirmed by one listing of the
 // directory (see Store.head), so unlike a held head its cost grows
 // with the history.
+//
+// proof=boot is the same on a head stopped on one of the store's boot
+// proofs, which a free head must verify (one more file read, cold): compare
+// it with proof=no-unit at the same history.
 func BenchmarkHeadFree(b *testing.B) {
-	for _, revs := range []uint64{1, 10_000} {
-		b.Run(fmt.Sprint("revs=", revs), func(b *testing.B) {
+	for _, bench := range []struct {
+		revs  uint64
+		proof string
+	}{{1, "no-unit"}, {1, "boot"}, {10_000, "no-unit"}, {10_000, "boot"}} {
+		revs := bench.revs
+		b.Run(fmt.Sprintf("revs=%d/proof=%s", revs, bench.proof), func(b *testing.B) {
 			root := newRoot(b)
 			s := openStore(b, root, nil)
 			k := sessionKey(b, "bench")
+			proof := `{"kind":"no-unit","ref":null}`
+			if bench.proof == "boot" {
+				later := openStore(b, root, &Options{Host: hostid.Override{Host: thisHost, Boot: "99999999-2222-3333-4444-555555555555"}})
+				bp, err := later.IssueBootProof(&Record{ClaimID: testClaimID, Host: Host{MachineID: testMachine, BootID: testBoot}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				proof = `{"kind":"boot","ref":"` + bp.ID + `","effects":null}`
+			}
 			for n := uint64(1); n <= revs; n++ {
 				data := refRecord(k, n, testClaimID, "active").bytes()
 				if n == revs {
-					data = bytes.Replace(refRecord(k, n, testClaimID, "stopped").bytes(), []byte(`"proof":null`), []byte(`"proof":{"kind":"no-unit","ref":null}`), 1)
+					data = bytes.Replace(refRecord(k, n, testClaimID, "stopped").bytes(), []byte(`"proof":null`), []byte(`"proof":`+proof), 1)
 				}
 				writeRev(b, s, k, n, data)
 			}

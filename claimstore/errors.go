@@ -19,10 +19,13 @@ var (
 	// promise exclusion is refused, not used.
 	ErrUnsafeRoot = errors.New("unsafe claim root")
 
-	// ErrUnsafePath is returned when a key directory or revision file is a
-	// symlink or not the kind of file the format says it is. Such a key is
-	// read as damaged; the store never follows the link.
-	ErrUnsafePath = errors.New("unexpected file type in claim root")
+	// ErrUnsafePath is returned when a path under the root cannot be
+	// trusted: a key directory, proofs/ or a revision or proof file that is
+	// a symlink, not the kind of file the format says it is, owned by
+	// another user than the root's, or writable by group or others. Such a
+	// key reads as damaged (held); the store never follows the link and
+	// never publishes into such a directory.
+	ErrUnsafePath = errors.New("unsafe path in claim root")
 
 	// ErrSyncFailed is returned, wrapping the cause, by every mutation of a
 	// store after an fsync failed. A failed fsync may have lost the write

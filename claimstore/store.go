@@ -828,6 +828,13 @@ func (s *Store) checkReleaseProof(c *Claim, next *Record) error {
 	return nil
 }
 
+// CheckRoot is what Open checks of a root on the operating system's
+// filesystem: the root, if it exists, and its every ancestor (see Open). A
+// caller that reads a root some other way (a command that finds the root
+// missing and reads it as empty) checks it with this, so that a root
+// renamed away by another user is not read as "nothing claimed".
+func CheckRoot(root string) error { return checkRoot(filepath.Clean(root)) }
+
 // checkRoot refuses a root that cannot promise exclusion.
 func checkRoot(root string) error {
 	fi, err := os.Lstat(root)

@@ -109,6 +109,12 @@ func (e *env) openStore(rc rootChoice, write bool) (*claimstore.Store, error) {
 	}
 	if !write {
 		if _, err := os.Lstat(rc.Path); errors.Is(err, fs.ErrNotExist) {
+			// A missing root under an ancestor others may write is what a
+			// root renamed away by another user looks like: say so rather
+			// than "nothing claimed".
+			if err := claimstore.CheckRoot(rc.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("claim root %s (from %s): %w", rc.Path, rc.Source, err)
+			}
 			// A root that does not exist has no revisions. Reading it
 			// through an empty backend that refuses every write makes
 			// sure that reading creates nothing, whatever the store does.
@@ -128,6 +134,10 @@ func (e *env) openStore(rc rootChoice, write bool) (*claimstore.Store, error) {
 func (e *env) rootMissing(cmd string, rc rootChoice) bool {
 	if _, err := os.Lstat(rc.Path); !errors.Is(err, fs.ErrNotExist) {
 		return false
+	}
+	if err := claimstore.CheckRoot(rc.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Not "nothing claimed": openStore refuses the root, saying why.
+		return true
 	}
 	fmt.Fprintf(e.stderr, "claimctl %s: note: claim root %s (from %s) does not exist, so nothing has been claimed there; if the claims live elsewhere, pass --root or set %s\n", cmd, rc.Path, rc.Source, envRoot)
 	return true

@@ -35,7 +35,7 @@ var exitCodes = []exitCodeDoc{
 	{exitUnsafeReplacement, string(claimstore.UnsafeReplacement), "refused: the key is held in a state nobody can prove over (damaged, two claims, a head that moved, stopping, uncertain)"},
 	{exitForeignHost, string(claimstore.ForeignHost), "refused: the key is held by a claim taken on another machine"},
 	{exitUncertain, "uncertain", "classify: the pair is left held with nothing to prove its writer over (uncertain or stopping, damaged, held by two claims, needing a boot proof); with --all, some pair or orphan key is left held for any reason (the summary says which)"},
-	{exitFsckErrors, "fsck-errors", "fsck: the root has findings of severity error (damaged revisions, gaps, key mismatches, bad proofs, unsafe paths)"},
+	{exitFsckErrors, "fsck-errors", "fsck: the root has findings of severity error (damaged revisions, gaps, key mismatches, bad proofs, unsafe or untrusted paths)"},
 }
 
 // refusalExit maps every refusal code to its exit code.
