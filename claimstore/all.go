@@ -50,6 +50,7 @@ type keyInfo struct {
 	held    bool
 	pair    *[2]Key // from the pair member
 	err     error   // why the key could not be read at all
+	top     uint64  // the highest revision listed
 }
 
 // ClassifyAll walks every key under the root, pairs seat and session keys
@@ -75,13 +76,25 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 		if err != nil {
 			return sum, err
 		}
-		if ls, ok := s.be.(interface{ syncLocs(Kind, []Loc) error }); ok && !opts.DryRun && len(locs) > 0 {
-			if err := ls.syncLocs(kind, locs); err != nil {
-				return sum, err
-			}
-		}
 		for _, loc := range locs {
 			infos[kind] = append(infos[kind], s.keyInfo(loc))
+		}
+	}
+	// Every decision of the walk rests on heads read above (or newer ones,
+	// which Classify makes durable itself): make them durable in one go.
+	if w, ok := s.be.(interface{ syncWalk(map[Loc]uint64) error }); ok && !opts.DryRun {
+		heads := map[Loc]uint64{}
+		for _, kind := range []Kind{KindSeat, KindSession} {
+			for _, in := range infos[kind] {
+				if in.err == nil && in.top > 0 {
+					heads[in.loc] = in.top
+				}
+			}
+		}
+		if len(heads) > 0 {
+			if err := w.syncWalk(heads); err != nil {
+				return sum, err
+			}
 		}
 	}
 	bySession := map[string]*keyInfo{}
@@ -229,6 +242,7 @@ func (s *Store) keyInfo(loc Loc) *keyInfo {
 		return in
 	}
 	top := revs[len(revs)-1]
+	in.top = top
 	for i := len(revs) - 1; i >= 0 && i >= len(revs)-16; i-- {
 		n := revs[i]
 		data, err := s.be.Read(loc, n)

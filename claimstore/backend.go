@@ -625,6 +625,53 @@ func (b *dirBackend) writeExclusive(dir, base string, data []byte, hook func(Bar
 	return hook(BarrierDirSynced)
 }
 
+// syncWalk makes durable, at once, every key a walk has read up to the
+// revision it read (heads: loc -> highest revision seen), with the
+// directories holding them: one syncfs(2) of the root's filesystem instead
+// of a directory fsync per key, which a walk that reports thousands of
+// free pairs would otherwise pay (see Store.syncHeads). The root is one
+// filesystem: the store never crosses a mount point below it. Where the
+// platform has no syncfs it falls back to one fsync per kind directory,
+// and each key is synced when a decision rests on it.
+func (b *dirBackend) syncWalk(heads map[Loc]uint64) error {
+	if err := b.checkFailed(); err != nil {
+		return err
+	}
+	if err := b.ensureRoot(); err != nil {
+		return err
+	}
+	err := b.fs.SyncFS(b.root)
+	if errors.Is(err, errors.ErrUnsupported) {
+		for _, kind := range []Kind{KindSeat, KindSession} {
+			var locs []Loc
+			for l := range heads {
+				if l.Kind == kind {
+					locs = append(locs, l)
+				}
+			}
+			if len(locs) > 0 {
+				if err := b.syncLocs(kind, locs); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := b.sync(func() error { return err }); err != nil {
+		return &fs.PathError{Op: "syncfs", Path: b.root, Err: err}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for l, n := range heads {
+		b.durable[filepath.Dir(b.dir(l))] = true
+		b.durable[b.dir(l)] = true
+		if b.synced[l] < n {
+			b.synced[l] = n
+		}
+	}
+	return nil
+}
+
 // syncLocs makes the entries of every listed key directory of kind durable
 // with one fsync of the kind directory, so that a walk over many keys does
 // not pay ensureDir's parent fsync once per key.

@@ -129,3 +129,65 @@ func TestReusedBootProofIsDurable(t *testing.T) {
 		}
 	}
 }
+
+// ClassifyAll reports every released pair free: the heads it read are made
+// durable first, with one syncfs for the whole walk rather than a
+// directory fsync per key.
+func TestClassifyAllFreeHeadsDurable(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	const pairs = 6
+	var claims []*claimstore.Claim
+	for i := range pairs {
+		st := acquire(fmt.Sprint("a", i), 10+i, byte('a'+i))
+		if err := st.run(w); err != nil {
+			t.Fatal(err)
+		}
+		claims = append(claims, w.claims[fmt.Sprint("a", i)])
+	}
+	// Each releaser is killed after linking its session revision, before
+	// the directory fsync: every pair reads free from the page cache.
+	killed := errors.New("killed")
+	for _, c := range claims {
+		releaser := w.open(w.fs, w.host, func(p claimstore.Point) error {
+			if p.Barrier == claimstore.BarrierLinked && p.Key.Kind == claimstore.KindSession {
+				return killed
+			}
+			return nil
+		})
+		if err := releaser.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); !errors.Is(err, killed) {
+			t.Fatalf("release: %v, want it killed", err)
+		}
+	}
+	syncs := map[string]int{}
+	w.fs.SetHook(func(c crashfs.Call) error {
+		if c.Op == "syncdir" || c.Op == "syncfs" || c.Op == "sync" {
+			syncs[c.Op]++
+		}
+		return nil
+	})
+	reader := w.open(w.fs, w.host, nil)
+	sum, err := reader.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: absentUnits{}}, nil)
+	if err != nil || sum.Free != pairs {
+		t.Fatalf("classify --all = %+v, %v; want %d free pairs", sum, err, pairs)
+	}
+	w.fs.SetHook(nil)
+	if syncs["syncfs"] != 1 || syncs["syncdir"] > 1 || syncs["sync"] != 0 {
+		t.Errorf("classify --all over %d free pairs synced %v; want one syncfs (and at most the root's parent)", pairs, syncs)
+	}
+	states, _, err := w.fs.CrashStates(crashfs.ModelSubset, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range states {
+		s := w.open(st, liveHost(), nil)
+		for _, c := range claims {
+			p, err := s.Pair(c.Seat, c.Session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Held() {
+				t.Errorf("power cut state %d/%d after classify --all said free: %v + %v reads %s", i+1, len(states), c.Seat, c.Session, p.State())
+			}
+		}
+	}
+}

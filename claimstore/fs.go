@@ -45,6 +45,13 @@ type FS interface {
 	// linked and removed names alike.
 	SyncDir(name string) error
 
+	// SyncFS makes everything on the filesystem holding name durable:
+	// every directory's entries and every file's contents (syncfs(2)). Its
+	// cost is that of all dirty data on the filesystem, whoever wrote it.
+	// It fails with an error wrapping errors.ErrUnsupported where the
+	// platform has no such call; callers then sync directory by directory.
+	SyncFS(name string) error
+
 	// CreateTemp creates a new file in dir, for writing, with mode perm.
 	// The file may have no name at all (Linux O_TMPFILE) or a temporary
 	// name beginning with TempPrefix. Nothing of it is durable.
@@ -137,6 +144,8 @@ func (osFS) SyncDir(name string) error {
 	}
 	return err
 }
+
+func (osFS) SyncFS(name string) error { return syncFS(name) }
 
 func (osFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
 	if f, err := createUnnamed(dir, perm); err == nil {

@@ -47,6 +47,20 @@ func (t *unnamedTemp) Link(newname string) error {
 func (t *unnamedTemp) Is(name string) (bool, error) { return sameFile(t.f, name) }
 func (t *unnamedTemp) Close() error                 { return t.f.Close() }
 
+// syncFS is syncfs(2) on the filesystem holding name. Since Linux 5.8 it
+// reports writeback errors of that filesystem, as fsync does for a file.
+func syncFS(name string) error {
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		return &fs.PathError{Op: "syncfs", Path: name, Err: err}
+	}
+	return nil
+}
+
 // ProbeDir opens dir once for many existence checks of names in it:
 // fstatat relative to the open directory resolves one component instead of
 // the whole path, which is most of a probe's cost. Head's probes on a cold

@@ -46,7 +46,7 @@ func (m Model) String() string {
 // Call describes one call into the filesystem, for Options.Hook.
 type Call struct {
 	N    int    // ordinal, from 1, counted over the filesystem's life
-	Op   string // "lstat", "readfile", "readdir", "mkdir", "remove", "syncdir", "createtemp", "write", "sync", "link", "is", "close"
+	Op   string // "lstat", "readfile", "readdir", "mkdir", "remove", "syncdir", "syncfs", "createtemp", "write", "sync", "link", "is", "close"
 	Path string
 }
 
@@ -544,6 +544,23 @@ func (f *FS) SyncDir(name string) error {
 		if o.kind != opWrite && o.dir == i {
 			o.durable = true
 		}
+	}
+	return nil
+}
+
+// SyncFS implements claimstore.FS: every operation made so far becomes
+// durable, entries and file contents alike (the whole tree is one
+// filesystem).
+func (f *FS) SyncFS(name string) error {
+	if err := f.enter("syncfs", name); err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	if _, _, _, err := f.resolve(f.live, name, true); err != nil {
+		return pathErr("open", name, err)
+	}
+	for _, o := range f.log {
+		o.durable = true
 	}
 	return nil
 }

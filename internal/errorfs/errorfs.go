@@ -23,6 +23,7 @@ const (
 	OpMkdir      Op = "mkdir"
 	OpRemove     Op = "remove"
 	OpSyncDir    Op = "syncdir"
+	OpSyncFS     Op = "syncfs"
 	OpCreateTemp Op = "createtemp"
 	OpWrite      Op = "write"
 	OpSync       Op = "sync"
@@ -234,6 +235,10 @@ func (f *FS) Remove(name string) error {
 
 func (f *FS) SyncDir(name string) error {
 	return f.plain(OpSyncDir, name, false, func() error { return f.inner.SyncDir(name) })
+}
+
+func (f *FS) SyncFS(name string) error {
+	return f.plain(OpSyncFS, name, false, func() error { return f.inner.SyncFS(name) })
 }
 
 func (f *FS) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, error) {
