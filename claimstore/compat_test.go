@@ -166,8 +166,9 @@ func TestCompatWithReference(t *testing.T) {
 		}
 	}
 
-	// This implementation acquires and advances, with a member of its own.
-	owner := Owner{PID: 4100, Start: "88001", Incarnation: json.RawMessage("1")}
+	// This implementation acquires and advances, with a member of its own
+	// and an owner member the reference does not know (pidns).
+	owner := Owner{PID: 4100, Start: "88001", Incarnation: json.RawMessage("1"), PIDNS: initialPIDNS}
 	c, err := s.Acquire(seat, session, AcquireFields{Owner: owner, Fields: map[string]any{"generation": 1, "pins": []string{"a"}, "bindingId": "b<&>"}})
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +193,9 @@ func TestCompatWithReference(t *testing.T) {
 	}
 	if raw, ok := h.Record.Fields.Get("futureField"); !ok || string(raw) != `{"x":[1,2]}` {
 		t.Errorf("futureField after the reference's advance = %s, %v", raw, ok)
+	}
+	if raw, _ := h.Record.Fields.Get(fieldOwner); string(raw) != `{"pid":4100,"start":"88001","incarnation":1,"pidns":"`+initialPIDNS+`"}` {
+		t.Errorf("owner after the reference's advance = %s, want pidns carried forward unchanged", raw)
 	}
 
 	// This implementation continues the claim from the reference's heads:

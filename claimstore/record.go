@@ -124,16 +124,24 @@ func (h Host) MarshalJSON() ([]byte, error) {
 }
 
 // Owner is the process that owns a claim, as the record keeps it.
-// Incarnation is the caller's own counter (any JSON value).
+// Incarnation is the caller's own counter (any JSON value). PIDNS is the
+// PID namespace PID counts in ("<dev>:<ino>", see hostid.Host.PIDNamespace);
+// "" (absent from the record, as the reference writes it) is judged as the
+// initial namespace. It is written last, after the members the reference
+// knows, so their order and bytes do not change; the reference carries it
+// forward with the rest of the owner object.
 type Owner struct {
 	PID         int             `json:"pid"`
 	Start       string          `json:"start"`
 	Boot        string          `json:"boot,omitempty"`
 	Incarnation json.RawMessage `json:"incarnation,omitempty"`
+	PIDNS       string          `json:"pidns,omitempty"`
 }
 
 // Identity returns the process identity hostid judges.
-func (o Owner) Identity() hostid.Owner { return hostid.Owner{PID: o.PID, Start: o.Start, Boot: o.Boot} }
+func (o Owner) Identity() hostid.Owner {
+	return hostid.Owner{PID: o.PID, Start: o.Start, Boot: o.Boot, PIDNS: o.PIDNS}
+}
 
 // Field is one member of a record that the store carries without
 // interpreting: a binding field, or a member a newer writer added.
@@ -221,6 +229,7 @@ func (r *Record) Owner() (Owner, error) {
 		Start       json.RawMessage `json:"start"`
 		Boot        json.RawMessage `json:"boot"`
 		Incarnation json.RawMessage `json:"incarnation"`
+		PIDNS       json.RawMessage `json:"pidns"`
 	}
 	if err := json.Unmarshal(raw, &o); err != nil {
 		return Owner{}, fmt.Errorf("owner %s: %v", raw, err)
@@ -237,6 +246,13 @@ func (r *Record) Owner() (Owner, error) {
 	}
 	if out.Boot, err = optString(o.Boot); err != nil {
 		return Owner{}, fmt.Errorf("owner boot: %v", err)
+	}
+	// pidns is only ever written as a string; its form is hostid's to
+	// judge (a malformed one is an invalid owner, which holds the claim).
+	if len(o.PIDNS) > 0 && !isNull(o.PIDNS) {
+		if err := json.Unmarshal(o.PIDNS, &out.PIDNS); err != nil {
+			return Owner{}, fmt.Errorf("owner pidns %s is not a string", show(o.PIDNS))
+		}
 	}
 	return out, nil
 }

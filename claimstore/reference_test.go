@@ -21,6 +21,8 @@ import (
 type fakeHost struct {
 	machine, boot string
 	procs         map[int]string // pid -> start ticks
+	zombies       map[int]bool   // pids in procs that exited, not yet reaped
+	pidns         string         // the judge's PID namespace; "" is the initial one
 }
 
 func (h *fakeHost) MachineID() (string, error) { return h.machine, nil }
@@ -37,6 +39,27 @@ func (h *fakeHost) Signal0(pid int) error {
 	}
 	return unix.ESRCH
 }
+func (h *fakeHost) ProcState(pid int) (byte, error) {
+	if _, ok := h.procs[pid]; !ok {
+		return 0, &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
+	}
+	if h.zombies[pid] {
+		return 'Z', nil
+	}
+	return 'S', nil
+}
+
+// PIDNamespace answers h.pidns (or the initial namespace) for every pid:
+// the fake's processes all run where the judge does.
+func (h *fakeHost) PIDNamespace(int) (string, error) {
+	if h.pidns != "" {
+		return h.pidns, nil
+	}
+	return initialPIDNS, nil
+}
+
+// initialPIDNS is an id of the initial PID namespace as hostid spells it.
+const initialPIDNS = "4:4026531836"
 
 // mapUnits answers unit lookups from a table; missing names are absent,
 // as in the fixtures.

@@ -114,7 +114,7 @@ func (s *Store) Self(incarnation any) (Owner, error) {
 	if err != nil {
 		return Owner{}, err
 	}
-	o := Owner{PID: id.PID, Start: id.Start, Boot: id.Boot}
+	o := Owner{PID: id.PID, Start: id.Start, Boot: id.Boot, PIDNS: id.PIDNS}
 	if incarnation != nil {
 		if o.Incarnation, err = jsJSON(incarnation); err != nil {
 			return Owner{}, err

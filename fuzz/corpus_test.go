@@ -91,6 +91,8 @@ func (fixedHost) MachineID() (string, error)        { return "0123456789abcdef01
 func (fixedHost) BootID() (string, error)           { return "aaaaaaaa-0000-4000-8000-00000000000a", nil }
 func (fixedHost) StartTime(pid int) (string, error) { return "1", nil }
 func (fixedHost) Signal0(pid int) error             { return nil }
+func (fixedHost) ProcState(pid int) (byte, error)   { return 'S', nil }
+func (fixedHost) PIDNamespace(int) (string, error)  { return "4:4026531836", nil }
 
 // referenceRecords returns every revision file of the reference
 // implementation's fixtures (testdata/reference), valid and damaged alike,

@@ -17,8 +17,9 @@ import (
 type State string
 
 const (
-	// Live: same boot, the pid exists and its start time matches the record.
-	// An observation: the process may exit right after it was made.
+	// Live: same boot and PID namespace, the pid exists, its start time
+	// matches the record and it is not a zombie. An observation: the
+	// process may exit right after it was made.
 	Live State = "live"
 	// Gone: another boot, no such pid, or a pid whose start time differs
 	// (the number was reused). Gone is the only state that is proof.
@@ -30,13 +31,18 @@ const (
 )
 
 // Owner is a recorded process identity, in the form the claim record keeps
-// (owner.pid, owner.start, owner.boot). Start is the process start time in
-// clock ticks since boot as a decimal string; "" means not recorded. Boot is
-// the boot id the process ran under; "" means not recorded.
+// (owner.pid, owner.start, owner.boot, owner.pidns). Start is the process
+// start time in clock ticks since boot as a decimal string; "" means not
+// recorded. Boot is the boot id the process ran under; "" means not
+// recorded. PIDNS is the PID namespace PID is a number of, as
+// Host.PIDNamespace spells it ("<dev>:<ino>"); "" means not recorded, which
+// Judge reads as the initial PID namespace (the one records were written in
+// before the namespace was recorded), and so only judges from there.
 type Owner struct {
 	PID   int
 	Start string
 	Boot  string
+	PIDNS string
 }
 
 // Host presents the facts of one machine. System is the real one; tests wrap
@@ -51,6 +57,20 @@ type Host interface {
 	// StartTime returns field 22 of /proc/<pid>/stat as a decimal string.
 	// The error wraps fs.ErrNotExist when there is no /proc entry for pid.
 	StartTime(pid int) (string, error)
+	// ProcState returns field 3 of /proc/<pid>/stat: the one-letter state
+	// of the process ('R', 'S', 'Z' for a zombie, ...). The error wraps
+	// fs.ErrNotExist when there is no /proc entry for pid.
+	ProcState(pid int) (byte, error)
+	// PIDNamespace returns the identity of a PID namespace as
+	// "<dev>:<ino>", the device and inode numbers (decimal) of the
+	// namespace file: the caller's own namespace when pid is 0 or
+	// os.Getpid(), else the namespace of process pid as the caller's /proc
+	// shows it. Device and inode together identify a namespace for the
+	// life of the boot (namespaces(7)); compare ids only under the same boot
+	// id. An error (no such process, permission, no namespace files, or a
+	// /proc mounted for another PID namespace than the caller's) means the
+	// namespace is not known: never guess one.
+	PIDNamespace(pid int) (string, error)
 	// Signal0 probes pid with signal 0: nil or an error wrapping
 	// unix.EPERM means the pid exists; unix.ESRCH means it does not.
 	Signal0(pid int) error
@@ -161,22 +181,44 @@ func readID(name string, re *regexp.Regexp) (string, error) {
 }
 
 func (systemHost) StartTime(pid int) (string, error) {
+	st, err := readStat(pid)
+	return st.start, err
+}
+
+func (systemHost) ProcState(pid int) (byte, error) {
+	st, err := readStat(pid)
+	return st.state, err
+}
+
+// procStat is what Judge needs of one /proc/<pid>/stat line.
+type procStat struct {
+	state byte   // field 3
+	start string // field 22
+}
+
+func readStat(pid int) (procStat, error) {
 	name := "/proc/" + strconv.Itoa(pid) + "/stat"
 	b, err := os.ReadFile(name)
 	if err != nil {
-		return "", err
+		return procStat{}, err
 	}
-	return parseStartTime(name, pid, string(b))
+	return parseStat(name, pid, string(b))
 }
 
-// parseStartTime reads field 22 of a /proc/<pid>/stat line. The command
+// parseStartTime reads field 22 of a /proc/<pid>/stat line.
+func parseStartTime(name string, pid int, stat string) (string, error) {
+	st, err := parseStat(name, pid, stat)
+	return st.start, err
+}
+
+// parseStat reads fields 3 and 22 of a /proc/<pid>/stat line. The command
 // name (field 2) is in parentheses and may itself hold spaces, parentheses
 // and even newlines (a process can name itself anything but NUL), so the
 // fields are counted from the last ')': nothing after the command name can
 // contain one.
-func parseStartTime(name string, pid int, stat string) (string, error) {
-	bad := func(format string, args ...any) (string, error) {
-		return "", &fs.PathError{Op: "parse", Path: name, Err: fmt.Errorf(format, args...)}
+func parseStat(name string, pid int, stat string) (procStat, error) {
+	bad := func(format string, args ...any) (procStat, error) {
+		return procStat{}, &fs.PathError{Op: "parse", Path: name, Err: fmt.Errorf(format, args...)}
 	}
 	prefix := strconv.Itoa(pid) + " ("
 	if !strings.HasPrefix(stat, prefix) {
@@ -191,10 +233,71 @@ func parseStartTime(name string, pid int, stat string) (string, error) {
 	if len(rest) < 20 {
 		return bad("%d fields after the command name, want at least 20", len(rest))
 	}
+	if c := rest[0]; len(c) != 1 || !('A' <= c[0] && c[0] <= 'Z' || 'a' <= c[0] && c[0] <= 'z') {
+		return bad("state %q is not one letter", rest[0])
+	}
 	if !canonicalUint(rest[19]) {
 		return bad("start time %q is not a decimal tick count", rest[19])
 	}
-	return rest[19], nil
+	return procStat{state: rest[0][0], start: rest[19]}, nil
+}
+
+// initPIDNSIno is the inode number of the initial PID namespace's file,
+// PROC_PID_INIT_INO (0xEFFFFFFC) in include/linux/proc_ns.h. The kernel
+// fixes it at build time (since Linux 3.8, when the namespace files got
+// their own inodes) and allocates every other namespace an inode from
+// PROC_DYNAMIC_FIRST (0xF0000000) up, so no other PID namespace can carry
+// it. The device number of nsfs, by contrast, is allocated at boot, so
+// only the inode is compared.
+const initPIDNSIno = 0xEFFFFFFC
+
+func (systemHost) PIDNamespace(pid int) (string, error) {
+	switch {
+	case pid == 0 || pid == os.Getpid():
+		// Our own pid is not enough to name our /proc entry: with a /proc
+		// mounted for another PID namespace (unshare -p without
+		// --mount-proc), /proc/<getpid()> is some other process, and every
+		// pid judged through that /proc names the wrong process. The
+		// kernel resolves /proc/self to our pid as that /proc counts
+		// pids, so the two agree only when /proc is our namespace's.
+		self, err := os.Readlink("/proc/self")
+		if err != nil {
+			return "", err
+		}
+		if self != strconv.Itoa(os.Getpid()) {
+			return "", fmt.Errorf("/proc is mounted for another PID namespace than this process's (/proc/self is %s, getpid() is %d): its pids name other processes; mount a /proc for this namespace (unshare --mount-proc, or a container's own /proc)", self, os.Getpid())
+		}
+		return nsID("/proc/self/ns/pid")
+	case pid < 0:
+		return "", fmt.Errorf("pid %d is not a process id", pid)
+	default:
+		return nsID("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	}
+}
+
+// nsID stats a namespace file (following the magic link) into
+// "<dev>:<ino>".
+func nsID(name string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(name, &st); err != nil {
+		return "", &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	return strconv.FormatUint(uint64(st.Dev), 10) + ":" + strconv.FormatUint(st.Ino, 10), nil
+}
+
+// ValidPIDNamespace reports whether id has the form PIDNamespace returns:
+// two canonical decimal numbers joined by a colon.
+func ValidPIDNamespace(id string) bool {
+	dev, ino, ok := strings.Cut(id, ":")
+	return ok && canonicalUint(dev) && canonicalUint(ino)
+}
+
+// InitialPIDNamespace reports whether id, as PIDNamespace returns it, names
+// the initial PID namespace (the host's, where pid 1 is the boot's init).
+// A malformed id is not the initial namespace.
+func InitialPIDNamespace(id string) bool {
+	_, ino, _ := strings.Cut(id, ":")
+	return ValidPIDNamespace(id) && ino == strconv.FormatUint(initPIDNSIno, 10)
 }
 
 // canonicalUint reports whether s is a uint64 written the way the kernel
@@ -215,16 +318,19 @@ func (systemHost) Signal0(pid int) error {
 	return unix.Kill(pid, 0)
 }
 
-// Override presents another machine or another boot on top of Host: its
-// MachineID and BootID return Machine and Boot when they are non-empty, and
-// ask Host otherwise. The override strings are returned as given, not
-// checked, so tests can also present malformed ids. Process facts
-// (StartTime, Signal0) always come from Host. Override is safe for
-// concurrent use when Host is.
+// Override presents another machine, another boot or another PID namespace
+// on top of Host: its MachineID and BootID return Machine and Boot when
+// they are non-empty, and its PIDNamespace returns PIDNS for the caller's
+// own namespace (pid 0 or os.Getpid()) when it is non-empty; each asks Host
+// otherwise. The override strings are returned as given, not checked, so
+// tests can also present malformed ids. Facts of other processes
+// (StartTime, ProcState, Signal0, PIDNamespace of another pid) always come
+// from Host. Override is safe for concurrent use when Host is.
 type Override struct {
 	Host
 	Machine string
 	Boot    string
+	PIDNS   string
 }
 
 // MachineID returns o.Machine, or the machine id of o.Host when it is empty.
@@ -243,9 +349,25 @@ func (o Override) BootID() (string, error) {
 	return o.Host.BootID()
 }
 
-// Self returns the identity of the calling process on h.
+// PIDNamespace returns o.PIDNS for the caller's own namespace when it is
+// non-empty, and asks o.Host otherwise.
+func (o Override) PIDNamespace(pid int) (string, error) {
+	if o.PIDNS != "" && (pid == 0 || pid == os.Getpid()) {
+		return o.PIDNS, nil
+	}
+	return o.Host.PIDNamespace(pid)
+}
+
+// Self returns the identity of the calling process on h, its PID namespace
+// included. It fails, rather than record less, when any part cannot be
+// read: an owner recorded without its namespace is judged as one of the
+// initial namespace.
 func Self(h Host) (Owner, error) {
 	pid := os.Getpid()
+	ns, err := h.PIDNamespace(0)
+	if err != nil {
+		return Owner{}, fmt.Errorf("cannot read this process's PID namespace: %w", err)
+	}
 	start, err := h.StartTime(pid)
 	if err != nil {
 		return Owner{}, err
@@ -254,7 +376,7 @@ func Self(h Host) (Owner, error) {
 	if err != nil {
 		return Owner{}, err
 	}
-	return Owner{PID: pid, Start: start, Boot: boot}, nil
+	return Owner{PID: pid, Start: start, Boot: boot, PIDNS: ns}, nil
 }
 
 // Judge decides the state of a recorded owner on h, with a reason for an
@@ -270,6 +392,14 @@ func Self(h Host) (Owner, error) {
 // Gone can become wrong, and a pidfd would not make it sounder. Live is the
 // opposite: the process may exit the moment after it was seen.
 //
+// A pid means something only in its PID namespace: after the boot is
+// compared (another boot ends every process whatever its namespace), an
+// owner recorded in another namespace than the judge's is Unknown, and so
+// is an owner recorded without a namespace when the judge does not run in
+// the initial one (such records were written there, or by a writer that
+// did not record it). A judge whose own namespace cannot be read fails
+// closed the same way.
+//
 // Judge is safe for concurrent use when h is.
 func Judge(h Host, o Owner) (State, string) {
 	if o.PID <= 0 || o.PID > maxPID {
@@ -283,12 +413,27 @@ func Judge(h Host, o Owner) (State, string) {
 	if o.Boot != "" && !bootIDRe.MatchString(o.Boot) {
 		return Invalid, fmt.Sprintf("recorded boot %q is not a lowercase boot id", o.Boot)
 	}
+	if o.PIDNS != "" && !ValidPIDNamespace(o.PIDNS) {
+		return Invalid, fmt.Sprintf("recorded pidns %q is not a PID namespace id (\"<dev>:<ino>\", decimal)", o.PIDNS)
+	}
 	boot, err := h.BootID()
 	if err != nil {
 		return Unknown, "cannot read this boot's id: " + err.Error()
 	}
 	if o.Boot != "" && o.Boot != boot {
 		return Gone, fmt.Sprintf("recorded under boot %s; this is boot %s", o.Boot, boot)
+	}
+	// Every conclusion below rests on the pid, which names a process only
+	// in the namespace it was recorded in: from any other, it names another
+	// process or none, and "no process N" would be no proof at all.
+	ns, err := h.PIDNamespace(0)
+	switch {
+	case err != nil:
+		return Unknown, fmt.Sprintf("pid %d cannot be judged: this judge's PID namespace is unreadable: %v", o.PID, err)
+	case o.PIDNS != "" && o.PIDNS != ns:
+		return Unknown, fmt.Sprintf("the owner ran in another PID namespace (pidns %s; this judge runs in %s): its pid %d cannot be judged from here; run classify in the owner's namespace", o.PIDNS, ns, o.PID)
+	case o.PIDNS == "" && !InitialPIDNamespace(ns):
+		return Unknown, fmt.Sprintf("the owner was recorded without a PID namespace and this judge runs in a non-initial PID namespace (%s): its pid %d cannot be judged from here; run classify in the host's initial namespace", ns, o.PID)
 	}
 	start, err := h.StartTime(o.PID)
 	if err != nil {
@@ -309,6 +454,17 @@ func Judge(h Host, o Owner) (State, string) {
 	}
 	if start != o.Start {
 		return Gone, fmt.Sprintf("pid %d was reused: started at tick %s, recorded %s", o.PID, start, o.Start)
+	}
+	// A zombie has exited but still holds its pid until its parent reaps
+	// it; the parent may yet act on its exit. It is also how the kernel
+	// shows a thread group whose main thread exited while other threads
+	// still run. Neither is proof that the owner's work is over, so it is
+	// held, as Unknown: "running" would be wrong in the first case.
+	switch st, err := h.ProcState(o.PID); {
+	case err != nil:
+		return Unknown, fmt.Sprintf("pid %d started at the recorded tick %s but its state is unreadable: %v", o.PID, start, err)
+	case st == 'Z':
+		return Unknown, fmt.Sprintf("pid %d exited, not yet reaped by its parent (zombie; or only its main thread exited)", o.PID)
 	}
 	if o.Boot == "" {
 		// Same pid and start tick under another boot is plausible for

@@ -26,8 +26,11 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) == "1" {
+	switch os.Getenv(helperEnv) {
+	case "1":
 		os.Exit(helperMain())
+	case pidnsHelper:
+		os.Exit(pidnsHelperMain())
 	}
 	os.Exit(m.Run())
 }
@@ -106,7 +109,11 @@ func recordOwner(t *testing.T, pid int) Owner {
 	if err != nil {
 		t.Fatalf("BootID: %v", err)
 	}
-	return Owner{PID: pid, Start: start, Boot: boot}
+	ns, err := System.PIDNamespace(pid)
+	if err != nil {
+		t.Fatalf("PIDNamespace(%d): %v", pid, err)
+	}
+	return Owner{PID: pid, Start: start, Boot: boot, PIDNS: ns}
 }
 
 func sleepPath(t *testing.T) string {
@@ -190,25 +197,25 @@ func TestJudge(t *testing.T) {
 		want State
 	}{
 		{"self", System, me, Live},
-		{"pid reused", System, Owner{me.PID, strconv.FormatUint(start+1, 10), me.Boot}, Gone},
-		{"another boot", System, Owner{me.PID, me.Start, otherBoot}, Gone},
+		{"pid reused", System, Owner{me.PID, strconv.FormatUint(start+1, 10), me.Boot, me.PIDNS}, Gone},
+		{"another boot", System, Owner{me.PID, me.Start, otherBoot, me.PIDNS}, Gone},
 		{"host moved to another boot", Override{Host: System, Boot: otherBoot}, me, Gone},
-		{"no start recorded", System, Owner{me.PID, "", me.Boot}, Unknown},
-		{"no boot recorded", System, Owner{me.PID, me.Start, ""}, Unknown},
-		{"no boot recorded, pid reused", System, Owner{me.PID, strconv.FormatUint(start+1, 10), ""}, Gone},
+		{"no start recorded", System, Owner{me.PID, "", me.Boot, me.PIDNS}, Unknown},
+		{"no boot recorded", System, Owner{me.PID, me.Start, "", me.PIDNS}, Unknown},
+		{"no boot recorded, pid reused", System, Owner{me.PID, strconv.FormatUint(start+1, 10), "", me.PIDNS}, Gone},
 		{"proc unreadable", deniedProc{System}, me, Unknown},
 		{"proc hides live pid", hiddenProc{System}, me, Unknown},
 		{"boot id unreadable", FromFiles(nil, filepath.Join(t.TempDir(), "missing")), me, Unknown},
-		{"pid zero", System, Owner{0, me.Start, me.Boot}, Invalid},
-		{"pid negative", System, Owner{-1, me.Start, me.Boot}, Invalid},
-		{"pid beyond limit", System, Owner{1 << 23, me.Start, me.Boot}, Invalid},
-		{"start not decimal", System, Owner{me.PID, "12a", me.Boot}, Invalid},
-		{"start negative", System, Owner{me.PID, "-5", me.Boot}, Invalid},
-		{"start signed", System, Owner{me.PID, "+" + me.Start, me.Boot}, Invalid},
-		{"start leading zero", System, Owner{me.PID, "0" + me.Start, me.Boot}, Invalid},
-		{"start padded", System, Owner{me.PID, " " + me.Start, me.Boot}, Invalid},
-		{"boot uppercase", System, Owner{me.PID, me.Start, strings.ToUpper(me.Boot)}, Invalid},
-		{"boot malformed", System, Owner{me.PID, me.Start, "not-a-boot"}, Invalid},
+		{"pid zero", System, Owner{0, me.Start, me.Boot, me.PIDNS}, Invalid},
+		{"pid negative", System, Owner{-1, me.Start, me.Boot, me.PIDNS}, Invalid},
+		{"pid beyond limit", System, Owner{1 << 23, me.Start, me.Boot, me.PIDNS}, Invalid},
+		{"start not decimal", System, Owner{me.PID, "12a", me.Boot, me.PIDNS}, Invalid},
+		{"start negative", System, Owner{me.PID, "-5", me.Boot, me.PIDNS}, Invalid},
+		{"start signed", System, Owner{me.PID, "+" + me.Start, me.Boot, me.PIDNS}, Invalid},
+		{"start leading zero", System, Owner{me.PID, "0" + me.Start, me.Boot, me.PIDNS}, Invalid},
+		{"start padded", System, Owner{me.PID, " " + me.Start, me.Boot, me.PIDNS}, Invalid},
+		{"boot uppercase", System, Owner{me.PID, me.Start, strings.ToUpper(me.Boot), me.PIDNS}, Invalid},
+		{"boot malformed", System, Owner{me.PID, me.Start, "not-a-boot", me.PIDNS}, Invalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -149,7 +149,7 @@ func classifyOut(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 func judgeOwnerFromResult(s *claimstore.Store, res *claimstore.Result) ownerJSON {
 	j := ownerJSON{State: string(res.Owner), Reason: res.OwnerReason}
 	if o, err := res.Record.Owner(); err == nil {
-		j.PID, j.Start, j.Boot, j.Incarnation = o.PID, o.Start, o.Boot, o.Incarnation
+		j.PID, j.Start, j.Boot, j.Incarnation, j.PIDNS = o.PID, o.Start, o.Boot, o.Incarnation, o.PIDNS
 	}
 	if j.State == "" {
 		// Judged before the owner (another machine, damage, two claims).

@@ -52,6 +52,7 @@ type ownerJSON struct {
 	Start       string          `json:"start,omitempty"`
 	Boot        string          `json:"boot,omitempty"`
 	Incarnation json.RawMessage `json:"incarnation,omitempty"`
+	PIDNS       string          `json:"pidns,omitempty"`
 	State       string          `json:"state"`
 	Reason      string          `json:"reason"`
 }
@@ -306,6 +307,7 @@ var jsonTypes = []jsonType{
 		"start":       "its start time in clock ticks since boot (field 22 of /proc/PID/stat)",
 		"boot":        "the boot id it ran under",
 		"incarnation": "the supervisor's own counter, any JSON value",
+		"pidns":       "the PID namespace the pid counts in, `\"<dev>:<ino>\"` of `/proc/PID/ns/pid`; absent for owners recorded without one (judged as the initial namespace's)",
 		"state":       "`live`, `gone`, `unknown` or `invalid` (hostid); only `gone` lets classify go on",
 		"reason":      "why, in words",
 	}},

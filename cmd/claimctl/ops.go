@@ -98,7 +98,8 @@ them to advance and release as --claim, --seat-rev and --session-rev.`,
 	},
 }
 
-// ownerOf identifies process pid as an owner: its start time and this boot.
+// ownerOf identifies process pid as an owner: its start time, this boot and
+// its PID namespace (its pid means something only there).
 func ownerOf(host hostid.Host, pid int) (claimstore.Owner, error) {
 	start, err := host.StartTime(pid)
 	if err != nil {
@@ -111,7 +112,13 @@ func ownerOf(host hostid.Host, pid int) (claimstore.Owner, error) {
 	if err != nil {
 		return claimstore.Owner{}, err
 	}
-	return claimstore.Owner{PID: pid, Start: start, Boot: boot}, nil
+	ns, err := host.PIDNamespace(pid)
+	if err != nil {
+		// Recording no namespace would let a judge in the initial namespace
+		// read this pid as its own: refuse instead.
+		return claimstore.Owner{}, fmt.Errorf("cannot read the PID namespace of process %d (/proc/%d/ns/pid): %w; run claimctl as root or as the owner's user", pid, pid, err)
+	}
+	return claimstore.Owner{PID: pid, Start: start, Boot: boot, PIDNS: ns}, nil
 }
 
 // revFlags are --seat-rev and --session-rev: the fence of advance and

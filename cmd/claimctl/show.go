@@ -308,7 +308,7 @@ func judgeOwner(host hostid.Host, r *claimstore.Record) ownerJSON {
 	if err != nil {
 		return ownerJSON{State: string(hostid.Invalid), Reason: err.Error()}
 	}
-	j := ownerJSON{PID: o.PID, Start: o.Start, Boot: o.Boot, Incarnation: o.Incarnation}
+	j := ownerJSON{PID: o.PID, Start: o.Start, Boot: o.Boot, Incarnation: o.Incarnation, PIDNS: o.PIDNS}
 	who := o.Identity()
 	if who.Boot == "" {
 		who.Boot = r.Host.BootID
