@@ -218,13 +218,13 @@ func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *Check
 			continue
 		}
 		f := Finding{Path: path, Kind: FindingTemporary, Severity: SeverityWarning}
-		pid, start, boot, ok := tempOwner(name)
+		owner, ok := tempOwner(name)
 		if !ok {
 			f.Message = "a temporary left by a writer this implementation cannot identify (the reference names them so); it is never a revision; remove it by hand once no writer runs"
 			add(f)
 			continue
 		}
-		state, why := hostid.Judge(s.host, hostid.Owner{PID: pid, Start: start, Boot: boot})
+		state, why := hostid.Judge(s.host, owner)
 		if state != hostid.Gone {
 			f.Message = fmt.Sprintf("a temporary of a writer that may still run (%s: %s); left alone", state, why)
 			add(f)

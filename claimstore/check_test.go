@@ -31,7 +31,7 @@ func TestNamedTemporariesArePublishedAndDropped(t *testing.T) {
 		if p.Barrier == BarrierTempSynced {
 			names, _ := os.ReadDir(s.KeyDir(p.Key))
 			for _, n := range names {
-				if _, _, _, ok := tempOwner(n.Name()); ok {
+				if _, ok := tempOwner(n.Name()); ok {
 					seen = append(seen, n.Name())
 				}
 			}
@@ -83,9 +83,15 @@ func TestCheckFindingsAndRepair(t *testing.T) {
 	dead := filepath.Join(sd, ".tmp-999999.1."+bootA+".00")
 	live := filepath.Join(sd, ".tmp-4100.500."+bootA+".01")
 	ref := filepath.Join(xd, ".tmp-0123456789abcdef")
+	// With the PID namespace: one of this namespace whose writer is gone,
+	// one of another namespace whose pid means nothing here.
+	deadNS := filepath.Join(sd, ".tmp-999998.1."+bootA+".4:4026531836.02")
+	otherNS := filepath.Join(sd, ".tmp-999997.1."+bootA+".4:4026532999.03")
 	write(dead, "x")
 	write(live, "x")
 	write(ref, "x")
+	write(deadNS, "x")
+	write(otherNS, "x")
 	write(filepath.Join(sd, "notes.txt"), "x")
 	write(filepath.Join(xd, RevisionName(4)), "{}\n") // a gap at 3, and damaged
 	write(filepath.Join(root, "stray"), "x")
@@ -110,6 +116,8 @@ func TestCheckFindingsAndRepair(t *testing.T) {
 		{"stray", FindingForeign, SeverityWarning, false},
 		{rel(filepath.Join(sd, ".tmp-4100.500."+bootA+".01")), FindingTemporary, SeverityWarning, false},
 		{rel(dead), FindingTemporary, SeverityWarning, true},
+		{rel(deadNS), FindingTemporary, SeverityWarning, true},
+		{rel(otherNS), FindingTemporary, SeverityWarning, false},
 		{rel(filepath.Join(sd, "notes.txt")), FindingForeign, SeverityWarning, false},
 		{rel(filepath.Join(xd, RevisionName(4))), FindingGap, SeverityError, false},
 		{rel(filepath.Join(xd, RevisionName(4))), FindingDamaged, SeverityError, false},
@@ -124,7 +132,7 @@ func TestCheckFindingsAndRepair(t *testing.T) {
 	if _, err := os.Lstat(dead); !os.IsNotExist(err) {
 		t.Errorf("dead writer's temporary still there: %v", err)
 	}
-	for _, p := range []string{live, ref} {
+	for _, p := range []string{live, ref, otherNS} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("repair removed %s, whose writer is not proven gone", p)
 		}

@@ -209,31 +209,43 @@ func sameFile(f *os.File, name string) (bool, error) {
 }
 
 // tempOwner parses the writer identity out of a temporary's name made by
-// createNamed: ".tmp-<pid>.<start>.<boot>.<random>". ok is false for any
-// other name, a reference implementation's among them.
-func tempOwner(name string) (pid int, start, boot string, ok bool) {
+// createNamed: ".tmp-<pid>.<start>.<boot>.<pidns>.<random>", or, from
+// versions that did not record the PID namespace,
+// ".tmp-<pid>.<start>.<boot>.<random>" (judged as an owner recorded
+// without one). ok is false for any other name, a reference
+// implementation's among them.
+func tempOwner(name string) (o hostid.Owner, ok bool) {
 	rest, found := strings.CutPrefix(name, TempPrefix)
 	if !found {
-		return 0, "", "", false
+		return hostid.Owner{}, false
 	}
 	parts := strings.Split(rest, ".")
-	if len(parts) != 4 {
-		return 0, "", "", false
+	if len(parts) != 4 && len(parts) != 5 {
+		return hostid.Owner{}, false
 	}
 	pid, err := strconv.Atoi(parts[0])
 	if err != nil || pid <= 0 || parts[1] == "" || parts[2] == "" {
-		return 0, "", "", false
+		return hostid.Owner{}, false
 	}
-	return pid, parts[1], parts[2], true
+	o = hostid.Owner{PID: pid, Start: parts[1], Boot: parts[2]}
+	if len(parts) == 5 {
+		if parts[3] == "" {
+			return hostid.Owner{}, false
+		}
+		o.PIDNS = parts[3]
+	}
+	return o, true
 }
 
-// selfTag identifies this process in a temporary's name.
+// selfTag identifies this process in a temporary's name: pid, start,
+// boot and PID namespace, so that a reaper in another namespace never
+// judges it by a pid that names another process there.
 func selfTag() string {
 	o, err := hostid.Self(hostid.System)
 	if err != nil {
 		// Unidentifiable: a reaper will never prove this writer gone, which
 		// is the safe direction.
-		return "0.unknown.unknown"
+		return "0.unknown.unknown.unknown"
 	}
-	return strconv.Itoa(o.PID) + "." + o.Start + "." + o.Boot
+	return strconv.Itoa(o.PID) + "." + o.Start + "." + o.Boot + "." + o.PIDNS
 }
