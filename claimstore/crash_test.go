@@ -115,6 +115,17 @@ type world struct {
 	holders map[string][2]claimstore.Key
 	// marked are the claim ids whose spawn marker was acknowledged set.
 	marked map[string]bool
+	// vfs, when set, is the filesystem the scenario's own stores use (a
+	// fault injector over fs); crash states are always taken of fs.
+	vfs claimstore.FS
+}
+
+// sfs is the filesystem the scenario's stores run on.
+func (w *world) sfs() claimstore.FS {
+	if w.vfs != nil {
+		return w.vfs
+	}
+	return w.fs
 }
 
 func newWorld(t testing.TB, opts *crashfs.Options) *world {
@@ -226,7 +237,7 @@ func cutRelease(name string) step {
 	return step{"release " + name + " cut between keys", func(w *world) error {
 		c := w.claims[name]
 		cut := errors.New("cut")
-		s := w.open(w.fs, w.host, func(p claimstore.Point) error {
+		s := w.open(w.sfs(), w.host, func(p claimstore.Point) error {
 			if p.Barrier == claimstore.BarrierBetweenKeys {
 				return cut
 			}
@@ -290,7 +301,7 @@ func acquireRaced(name string, keyN int, id byte, rivalN int, rivalID byte) step
 		rseat, _ := mustKeys(w.t, rivalN)
 		raced := false
 		var rerr error
-		s := w.open(w.fs, w.host, func(p claimstore.Point) error {
+		s := w.open(w.sfs(), w.host, func(p claimstore.Point) error {
 			if p.Barrier != claimstore.BarrierBetweenKeys || raced {
 				return nil
 			}
@@ -448,10 +459,160 @@ func checkAllCrashes(t *testing.T, w *world, where string) crashfs.CrashStats {
 	for n, st := range states {
 		checkCrash(t, w, live, st, fmt.Sprintf("%s, power cut state %d/%d (pending %v)", where, n+1, len(states), w.fs.Pending()), bootC)
 	}
-	// A process crash keeps the page cache: the live tree, same boot, the
-	// owner gone with the process that ran it.
-	checkCrash(t, w, live, live.Snapshot(), where+", process crash", w.host.boot)
+	// A process crash keeps the page cache and no more: a new process, on
+	// the same boot with the owner gone, goes on with what was pending
+	// still pending; then the power fails.
+	checkCompound(t, w, where+", process crash")
 	return cs
+}
+
+// checkCompound is a compound crash: the operation's process died where w
+// stands (its writes in the page cache, not all durable); a new process on
+// the same boot checks the invariants, classifies every pair and takes a
+// new claim on each pair it finds free, acknowledging what it published;
+// then the power fails, in every way it can. Everything either process
+// acknowledged must survive, a pair the new process reported free or
+// stopped must still read free, its new claims must still hold, and no key
+// may read free without a proof that verifies. This is where a reader that
+// decides on a head another process linked but never made durable, or a
+// writer that skips the fsync of a directory's parent on first use, is
+// caught.
+func checkCompound(t *testing.T, w *world, where string) {
+	t.Helper()
+	fork := w.fs.Fork()
+	checkInvariants(t, w, fork.Files(root), fork, where, true)
+	h := &testHost{machine: testMachine, boot: w.host.boot, procs: map[int]string{}}
+	s := w.open(fork, h, nil)
+	acks := map[string][]byte{}
+	ack := func(p string) {
+		data, ok := fork.Files(path.Dir(p))[p]
+		if !ok {
+			t.Fatalf("%s: acknowledged %s is not even in the page cache", where, p)
+		}
+		acks[p] = data
+	}
+	var names []string
+	for name := range w.keys {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var freed [][2]claimstore.Key
+	results := map[string]*claimstore.Result{}
+	for _, name := range names {
+		ks := w.keys[name]
+		res := checkClassify(t, s, ks[0], ks[1], w.marked, where+": classify "+name)
+		if res == nil {
+			continue // reported by checkClassify
+		}
+		results[name] = res
+		for _, p := range res.Published {
+			ack(revPath(p.Key, p.Revision))
+		}
+		if res.BootProof != nil {
+			ack(path.Join(root, claimstore.ProofDir, res.BootProof.ID+".json"))
+		}
+		if res.Free() {
+			freed = append(freed, ks)
+		}
+	}
+	// The power fails right after the classifications were reported: a new
+	// claim's fsyncs must not be what made them durable.
+	checkCompoundCrashes(t, w, fork.Fork(), names, acks, freed, nil, where+", classified")
+	holders := map[string][2]claimstore.Key{}
+	for _, name := range names {
+		ks := w.keys[name]
+		if results[name] == nil {
+			continue
+		}
+		// As the pair reads now: the pairs of a scenario may share a key,
+		// and classifying one may have freed another's.
+		p, err := s.Pair(ks[0], ks[1])
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		c, err := s.Acquire(ks[0], ks[1], claimstore.AcquireFields{ClaimID: claimID('f'), Owner: claimstore.Owner{PID: 9, Start: "1", Boot: w.host.boot}})
+		if p.Held() {
+			if err == nil {
+				t.Errorf("%s: a new claim acquired %s's pair, which reads %s after classify", where, name, p.State())
+			} else if !isRefusal(err, "") {
+				t.Errorf("%s: acquire on %s's held pair: %v, want a refusal", where, name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: a new claim could not acquire %s's free pair: %v", where, name, err)
+			continue
+		}
+		ack(revPath(c.Seat, c.SeatRev))
+		ack(revPath(c.Session, c.SessionRev))
+		holders[c.ID] = ks
+		break // the pairs of a scenario may share a key: one new claim is enough
+	}
+	checkCompoundCrashes(t, w, fork, names, acks, freed, holders, where+", classified and claimed")
+}
+
+// checkCompoundCrashes checks every power cut of fork after a second
+// process acknowledged acks, reported the pairs freed free, and took the
+// claims holders.
+func checkCompoundCrashes(t *testing.T, w *world, fork *crashfs.FS, names []string, acks map[string][]byte, freed [][2]claimstore.Key, holders map[string][2]claimstore.Key, where string) {
+	t.Helper()
+	states, _, err := fork.CrashStates(crashfs.ModelSubset, 0)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	for n, st := range states {
+		at := fmt.Sprintf("%s, then a power cut, state %d/%d", where, n+1, len(states))
+		files := st.Files(root)
+		for _, m := range []map[string][]byte{w.acked, acks} {
+			for _, p := range sortedPaths(m) {
+				if got, ok := files[p]; !ok {
+					t.Errorf("%s: acknowledged %s is lost", at, p)
+				} else if !bytes.Equal(got, m[p]) {
+					t.Errorf("%s: acknowledged %s changed content", at, p)
+				}
+			}
+		}
+		after := w.open(st, &testHost{machine: testMachine, boot: bootC}, nil)
+		for _, name := range names {
+			ks := w.keys[name]
+			p, err := after.Pair(ks[0], ks[1])
+			if err != nil {
+				t.Fatalf("%s: %v", at, err)
+			}
+			for _, hd := range []*claimstore.Head{p.Seat, p.Session} {
+				if hd.Held() || hd.N == 0 {
+					continue
+				}
+				if hd.Record == nil || hd.Record.Proof == nil {
+					t.Errorf("%s: %s reads free without a proof", at, hd.Key)
+				} else if err := after.VerifyProof(hd.Record); err != nil {
+					t.Errorf("%s: %s reads free on a proof that does not verify: %v", at, hd.Key, err)
+				}
+			}
+		}
+		for _, ks := range freed {
+			p, err := after.Pair(ks[0], ks[1])
+			if err != nil {
+				t.Fatalf("%s: %v", at, err)
+			}
+			for _, hd := range []*claimstore.Head{p.Seat, p.Session} {
+				if hd.Held() && (hd.Record == nil || holders[hd.Record.ClaimID] == [2]claimstore.Key{}) {
+					t.Errorf("%s: the new process reported %v + %v free, and %s reads %s again", at, ks[0], ks[1], hd.Key, hd.State())
+				}
+			}
+		}
+		for id, ks := range holders {
+			for _, k := range ks {
+				hd, err := after.Head(k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if hd.Record == nil || hd.Record.ClaimID != id || !hd.Held() {
+					t.Errorf("%s: the new process's acknowledged claim %s no longer holds %s (head %d)", at, id, k, hd.N)
+				}
+			}
+		}
+	}
 }
 
 // checkCrash checks the invariants on a crash state, then classifies it on
@@ -496,7 +657,7 @@ func checkCrash(t *testing.T, w *world, live, st *crashfs.FS, where string, boot
 // held it, stopped only with a proof that verifies (and never a no-unit
 // proof for a claim whose spawn marker was acknowledged), and otherwise
 // uncertain or stopping with a reason, the pair still held.
-func checkClassify(t *testing.T, s *claimstore.Store, seat, session claimstore.Key, marked map[string]bool, where string) {
+func checkClassify(t *testing.T, s *claimstore.Store, seat, session claimstore.Key, marked map[string]bool, where string) *claimstore.Result {
 	t.Helper()
 	before, err := s.Pair(seat, session)
 	if err != nil {
@@ -505,7 +666,7 @@ func checkClassify(t *testing.T, s *claimstore.Store, seat, session claimstore.K
 	res, err := s.Classify(context.Background(), seat, session, &claimstore.ClassifyOptions{Units: absentUnits{}})
 	if err != nil {
 		t.Errorf("%s: %v", where, err)
-		return
+		return nil
 	}
 	after, err := s.Pair(seat, session)
 	if err != nil {
@@ -549,6 +710,7 @@ func checkClassify(t *testing.T, s *claimstore.Store, seat, session claimstore.K
 	} else if res.Free() != res2.Free() {
 		t.Errorf("%s: classified twice: %s then %s", where, res.Outcome, res2.Outcome)
 	}
+	return res
 }
 
 // keyOracle reads a key's history straight from the tree, not through the

@@ -122,6 +122,13 @@ type op struct {
 	ino     ino
 	data    []byte
 	durable bool
+	// lost marks an operation that a failed fsync dropped from the way to
+	// the disk: reads (the live tree) still show it, but no crash state
+	// keeps it and no later fsync makes it durable. Linux may do exactly
+	// this: a failed fsync can drop the dirty pages and clear the error,
+	// so that a retried fsync succeeds with nothing written (Rebello et
+	// al., ATC '20; PostgreSQL's "fsyncgate").
+	lost bool
 }
 
 func (o *op) String() string {
@@ -218,6 +225,45 @@ func (f *FS) Resume() {
 	f.opts.Hook = nil
 }
 
+// Fork returns a copy of this filesystem as a process crash leaves it, for
+// a new process to go on with: the same page cache (live tree), and every
+// operation that was pending still pending, so that a power cut after the
+// new process ran (CrashStates of the copy) may still drop it unless the
+// new process's fsyncs made it durable. The copy has no hook and is not
+// stopped; this filesystem is unchanged.
+func (f *FS) Fork() *FS {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := &FS{sh: f.sh, base: f.base.clone(), live: f.live.clone(), calls: f.calls, temps: f.temps}
+	g.opts = Options{NamedTemps: f.opts.NamedTemps, TornWrites: f.opts.TornWrites}
+	g.log = make([]*op, len(f.log))
+	for k, o := range f.log {
+		c := *o
+		g.log[k] = &c
+	}
+	return g
+}
+
+// LoseUnsyncedDir is what a failed fsync of directory name does to it on
+// Linux at worst: every entry change of the directory not yet durable is
+// lost for good (still visible to reads, never kept by a crash, never made
+// durable by a later fsync). It is not a call (no hook, not counted): the
+// fault injector calls it beside failing the fsync.
+func (f *FS) LoseUnsyncedDir(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i, _, _, err := f.resolve(f.live, name, true)
+	if err != nil {
+		return pathErr("open", name, err)
+	}
+	for _, o := range f.log {
+		if o.kind != opWrite && o.dir == i && !o.durable {
+			o.lost = true
+		}
+	}
+	return nil
+}
+
 // Calls returns how many calls the filesystem has received.
 func (f *FS) Calls() int {
 	f.mu.Lock()
@@ -238,7 +284,10 @@ func (f *FS) Pending() []string {
 	defer f.mu.Unlock()
 	var out []string
 	for _, o := range f.log {
-		if !o.durable {
+		switch {
+		case o.lost:
+			out = append(out, o.String()+" (lost)")
+		case !o.durable:
 			out = append(out, o.String())
 		}
 	}
@@ -541,7 +590,7 @@ func (f *FS) SyncDir(name string) error {
 		return pathErr("fsync", name, syscall.ENOTDIR)
 	}
 	for _, o := range f.log {
-		if o.kind != opWrite && o.dir == i {
+		if o.kind != opWrite && o.dir == i && !o.lost {
 			o.durable = true
 		}
 	}
@@ -560,7 +609,9 @@ func (f *FS) SyncFS(name string) error {
 		return pathErr("open", name, err)
 	}
 	for _, o := range f.log {
-		o.durable = true
+		if !o.lost {
+			o.durable = true
+		}
 	}
 	return nil
 }
@@ -634,11 +685,25 @@ func (t *tempFile) Sync() error {
 		return pathErr("sync", t.label(), fs.ErrClosed)
 	}
 	for _, o := range t.f.log {
-		if o.kind == opWrite && o.ino == t.ino {
+		if o.kind == opWrite && o.ino == t.ino && !o.lost {
 			o.durable = true
 		}
 	}
 	return nil
+}
+
+// LoseUnsynced is what a failed fsync of the file does on Linux at worst:
+// its writes not yet durable are lost for good (reads still show them; no
+// crash keeps them; a later successful Sync does not make them durable).
+// Not a call: the fault injector calls it beside failing the fsync.
+func (t *tempFile) LoseUnsynced() {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	for _, o := range t.f.log {
+		if o.kind == opWrite && o.ino == t.ino && !o.durable {
+			o.lost = true
+		}
+	}
 }
 
 func (t *tempFile) Link(newname string) error {
@@ -820,7 +885,10 @@ func (f *FS) CrashStates(model Model, limit int) ([]*FS, CrashStats, error) {
 	defer f.mu.Unlock()
 	var pending []int
 	for k, o := range f.log {
-		if !o.durable {
+		// A lost operation is never kept: it is not pending, and the
+		// loop below, which applies durable and chosen pending ones, skips
+		// it.
+		if !o.durable && !o.lost {
 			pending = append(pending, k)
 		}
 	}

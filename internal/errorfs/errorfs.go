@@ -41,10 +41,17 @@ const (
 	Torn
 	Hide
 	ShortWrite
+	// Lose is a failed fsync as Linux may do it (fsyncgate): on a file's
+	// Sync or a SyncDir it fails with Err (default EIO) and drops what was
+	// not yet durable from the way to the disk, while reads still show it;
+	// with Times 1 the next fsync succeeds, having written nothing of it.
+	// The inner filesystem must be able to lose data (crashfs can:
+	// LoseUnsynced, LoseUnsyncedDir); on one that cannot, Lose only fails.
+	Lose
 )
 
 func (k Kind) String() string {
-	return [...]string{"fail", "fail-after", "torn", "hide", "short-write"}[k]
+	return [...]string{"fail", "fail-after", "torn", "hide", "short-write", "lose"}[k]
 }
 
 // Rule is one fault.
@@ -234,6 +241,15 @@ func (f *FS) Remove(name string) error {
 }
 
 func (f *FS) SyncDir(name string) error {
+	if r := f.match(OpSyncDir, name, Lose); r != nil {
+		defer r.done(OpSyncDir, name)
+		if l, ok := f.inner.(interface{ LoseUnsyncedDir(string) error }); ok {
+			if err := l.LoseUnsyncedDir(name); err != nil {
+				return err
+			}
+		}
+		return wrapErr(OpSyncDir, name, r.err())
+	}
 	return f.plain(OpSyncDir, name, false, func() error { return f.inner.SyncDir(name) })
 }
 
@@ -287,6 +303,13 @@ func (t *tempFile) Write(p []byte) (int, error) {
 }
 
 func (t *tempFile) Sync() error {
+	if r := t.f.match(OpSync, t.label, Lose); r != nil {
+		defer r.done(OpSync, t.label)
+		if l, ok := t.inner.(interface{ LoseUnsynced() }); ok {
+			l.LoseUnsynced()
+		}
+		return wrapErr(OpSync, t.label, r.err())
+	}
 	return t.f.plain(OpSync, t.label, false, t.inner.Sync)
 }
 

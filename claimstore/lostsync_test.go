@@ -1,0 +1,128 @@
+package claimstore_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/internal/crashfs"
+	"github.com/claimstore/claimstore/internal/errorfs"
+)
+
+// TestLostFsync models the kernel as it is: a failed fsync may drop the
+// dirty data and clear the error, so that a retried fsync succeeds having
+// written nothing (fsyncgate). Every fsync (of a file or a directory) of
+// every scenario operation fails once in turn, losing what it was to make
+// durable, and succeeds afterwards. The operation must fail, the store must
+// acknowledge nothing more, and every power cut after it must keep every
+// earlier acknowledgement and the invariants. A store that retried the
+// fsync, or went on after it, publishes a name whose contents never
+// reached the disk, and fails here.
+func TestLostFsync(t *testing.T) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			for i, st := range sc.steps {
+				if st.name == "owner dies" || st.name == "reboot" {
+					continue
+				}
+				syncs := countSyncs(t, sc.steps[:i], st)
+				for nth := 1; nth <= syncs; nth++ {
+					lostSyncAt(t, sc.steps[:i], st, nth)
+				}
+				t.Logf("%-36s fsyncs=%d, each lost in turn", st.name, syncs)
+			}
+		})
+	}
+}
+
+// countSyncs runs op after setup without faults and counts its fsyncs.
+func countSyncs(t *testing.T, setup []step, op step) int {
+	t.Helper()
+	w := newWorld(t, &crashfs.Options{})
+	for _, s := range setup {
+		if err := s.run(w); err != nil {
+			t.Fatalf("setup %s: %v", s.name, err)
+		}
+	}
+	counter := &syncCounter{FS: w.fs}
+	w.vfs, w.store = counter, w.open(counter, w.host, nil)
+	if err := op.run(w); err != nil {
+		t.Fatalf("%s without faults: %v", op.name, err)
+	}
+	return counter.n
+}
+
+// syncCounter counts the fsyncs that reach it.
+type syncCounter struct {
+	claimstore.FS
+	n int
+}
+
+func (c *syncCounter) SyncDir(name string) error { c.n++; return c.FS.SyncDir(name) }
+func (c *syncCounter) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, error) {
+	f, err := c.FS.CreateTemp(dir, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &countedTemp{TempFile: f, c: c}, nil
+}
+
+type countedTemp struct {
+	claimstore.TempFile
+	c *syncCounter
+}
+
+func (t *countedTemp) Sync() error { t.c.n++; return t.TempFile.Sync() }
+
+// lostSyncAt runs op after setup with its nth fsync lost, then checks.
+func lostSyncAt(t *testing.T, setup []step, op step, nth int) {
+	t.Helper()
+	w := newWorld(t, &crashfs.Options{})
+	for _, s := range setup {
+		if err := s.run(w); err != nil {
+			t.Fatalf("setup %s: %v", s.name, err)
+		}
+	}
+	seen := 0
+	var lost string
+	efs := errorfs.Wrap(w.fs)
+	for _, o := range []errorfs.Op{errorfs.OpSync, errorfs.OpSyncDir} {
+		efs.Add(&errorfs.Rule{Op: o, Kind: errorfs.Lose, Path: func(p string) bool {
+			seen++
+			if seen == nth {
+				lost = p
+				return true
+			}
+			return false
+		}, Times: 1})
+	}
+	w.vfs, w.store = efs, w.open(efs, w.host, nil)
+	where := fmt.Sprintf("%s with fsync %d lost", op.name, nth)
+	err := op.run(w)
+	if lost == "" {
+		t.Fatalf("%s: fsync %d never happened", where, nth)
+	}
+	where += " (" + lost + ")"
+	if err == nil {
+		t.Errorf("%s: the operation acknowledged although an fsync failed", where)
+	}
+	// The same store acknowledges nothing more, whatever it is asked. (A
+	// step that runs on a store of its own leaves w.store untouched.)
+	if !ownStore(op) {
+		seat, session := mustKeys(t, 9)
+		_, aerr := w.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('9'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+		if !errors.Is(aerr, claimstore.ErrSyncFailed) {
+			t.Errorf("%s: an acquire on the same store afterwards: %v, want ErrSyncFailed", where, aerr)
+		}
+	}
+	checkAllCrashes(t, w, where)
+}
+
+// ownStore reports whether a step runs its operation on a store of its own
+// (with a barrier hook) rather than on w.store.
+func ownStore(st step) bool {
+	return strings.HasSuffix(st.name, " cut between keys") || strings.HasSuffix(st.name, " raced")
+}
