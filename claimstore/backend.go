@@ -3,7 +3,6 @@ package claimstore
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -74,8 +73,17 @@ type Backend interface {
 	// number: the others get an error wrapping ErrRevisionExists. When
 	// Publish returns nil the revision is durable; its name never refers
 	// to anything but data. hook is called at the barrier points (nil: no
-	// hook) with the barrier only; the store fills in the rest.
+	// hook) with the barrier only; the store fills in the rest. It is
+	// Prepare followed by Commit.
 	Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error
+
+	// Prepare does what of Publish can be done before the exclusive step
+	// (for the directory backend: directories made, a temporary written
+	// and fsynced; hook sees temp-written and temp-synced), so that it can
+	// overlap other work; Commit on the result does the rest (linked,
+	// dir-synced). Nothing is visible to readers before Commit. Prepare
+	// and Commit may run concurrently with any other method.
+	Prepare(loc Loc, n uint64, data []byte, hook func(Barrier) error) (Prepared, error)
 
 	// List returns the revision numbers of loc in ascending order, and
 	// the names in its directory that are not revisions.
@@ -131,8 +139,12 @@ type dirBackend struct {
 	mu    sync.Mutex
 	hints map[Loc]uint64 // last head seen: where the next probe starts
 	// durable records directories whose entry in their parent this
-	// process has made durable; see ensureDir.
+	// process has made durable; see makeDirs and fsyncDirs.
 	durable map[string]bool
+	// syncedAt is, per directory, the epoch at which the latest completed
+	// fsync of it started; epoch counts events (see parentSync).
+	syncedAt map[string]uint64
+	epoch    uint64
 	// kindOK records kind directories checked to be real directories.
 	kindOK map[string]bool
 	// failed is the sticky fsync failure; see ErrSyncFailed.
@@ -154,7 +166,7 @@ var _ Backend = (*dirBackend)(nil)
 // the format the reference implementation writes.
 func NewDirBackend(fsys FS, root string) Backend {
 	_, strict := fsys.(osFS)
-	return &dirBackend{fs: fsys, root: root, hints: map[Loc]uint64{}, durable: map[string]bool{}, kindOK: map[string]bool{}, synced: map[Loc]uint64{}, strict: strict}
+	return &dirBackend{fs: fsys, root: root, hints: map[Loc]uint64{}, durable: map[string]bool{}, syncedAt: map[string]uint64{}, kindOK: map[string]bool{}, synced: map[Loc]uint64{}, strict: strict}
 }
 
 func (b *dirBackend) dir(loc Loc) string { return filepath.Join(b.root, string(loc.Kind), loc.Hash) }
@@ -378,137 +390,6 @@ func (b *dirBackend) checkFailed() error {
 	return nil
 }
 
-// ensureDir makes dir exist with a durable entry in its parent, creating
-// the parents first. A directory's entry is durable only after its parent
-// is fsynced, whoever created it: a writer that crashed after mkdir and
-// before that fsync leaves a directory that a power cut can still take away,
-// with every revision in it. So the first time this process uses a
-// directory it syncs the parent, even when the directory already existed.
-func (b *dirBackend) ensureDir(dir string) error {
-	b.mu.Lock()
-	done := b.durable[dir]
-	b.mu.Unlock()
-	if done || dir == b.root {
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != b.root {
-		if err := b.ensureDir(parent); err != nil {
-			return err
-		}
-	} else if err := b.ensureRoot(); err != nil {
-		return err
-	}
-	err := b.fs.Mkdir(dir, 0o700)
-	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	if _, distrust, err := b.checkDir(dir); err != nil {
-		return err
-	} else if distrust != nil {
-		return distrust
-	}
-	if err := b.sync(func() error { return b.fs.SyncDir(parent) }); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	b.durable[dir] = true
-	b.mu.Unlock()
-	return nil
-}
-
-// ensureRoot creates the root on first write, and makes its entry durable
-// in its parent the first time this process uses it, as ensureDir does for
-// every directory below it.
-func (b *dirBackend) ensureRoot() error {
-	b.mu.Lock()
-	done := b.durable[b.root]
-	b.mu.Unlock()
-	if done {
-		return nil
-	}
-	if b.strict {
-		// Open checked the ancestors some time ago; one made writable
-		// since would let another user rename the root away. Checked
-		// before the root is made, so that a refusal creates nothing.
-		if err := checkAncestors(b.root); err != nil {
-			return err
-		}
-	}
-	if err := b.fs.Mkdir(b.root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	// Whoever made it, check the root again before the first write: Open
-	// checked it (or found it missing) some time ago, and a root swapped
-	// for a symlink or a directory others can write into since then cannot
-	// promise exclusion.
-	fi, err := b.fs.Lstat(b.root)
-	if err != nil {
-		return err
-	}
-	if err := checkRootInfo(b.root, fi); err != nil {
-		return err
-	}
-	if err := b.sync(func() error { return b.fs.SyncDir(filepath.Dir(b.root)) }); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	b.durable[b.root] = true
-	b.mu.Unlock()
-	return nil
-}
-
-// Publish runs the publish protocol on revision n of loc.
-func (b *dirBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error {
-	if n == 0 || n > MaxRevision {
-		return fmt.Errorf("revision %d is out of range 1..%d", n, MaxRevision)
-	}
-	if err := b.writeExclusive(b.dir(loc), RevisionName(n), data, hook); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	if b.hints[loc] < n {
-		b.hints[loc] = n
-	}
-	// The directory fsync after the link made every entry durable, the
-	// revisions below n included.
-	if b.synced[loc] < n {
-		b.synced[loc] = n
-	}
-	b.mu.Unlock()
-	return nil
-}
-
-// Sync fsyncs loc's directory, and makes its entry durable in its parent
-// (ensureDir), unless this backend already made revision n durable.
-func (b *dirBackend) Sync(loc Loc, n uint64) error {
-	if n == 0 {
-		return nil
-	}
-	b.mu.Lock()
-	done := b.synced[loc] >= n
-	b.mu.Unlock()
-	if done {
-		return nil
-	}
-	if err := b.checkFailed(); err != nil {
-		return err
-	}
-	dir := b.dir(loc)
-	if err := b.ensureDir(dir); err != nil {
-		return err
-	}
-	if err := b.sync(func() error { return b.fs.SyncDir(dir) }); err != nil {
-		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
-	}
-	b.mu.Lock()
-	if b.synced[loc] < n {
-		b.synced[loc] = n
-	}
-	b.mu.Unlock()
-	return nil
-}
-
 func (b *dirBackend) proofDir() string { return filepath.Join(b.root, "proofs") }
 
 func (b *dirBackend) WriteProof(id string, data []byte) error {
@@ -561,70 +442,6 @@ func (b *dirBackend) Proofs() ([]string, error) {
 	return ids, err
 }
 
-// writeExclusive is the publish protocol: write a temporary file in dir,
-// fsync it, link it to name (exclusive), drop the temporary name, fsync
-// dir. When it returns nil, name durably refers to data.
-func (b *dirBackend) writeExclusive(dir, base string, data []byte, hook func(Barrier) error) error {
-	if err := b.checkFailed(); err != nil {
-		return err
-	}
-	if hook == nil {
-		hook = func(Barrier) error { return nil }
-	}
-	if err := b.ensureDir(dir); err != nil {
-		return err
-	}
-	name := filepath.Join(dir, base)
-	t, err := b.fs.CreateTemp(dir, 0o400)
-	if err != nil {
-		return err
-	}
-	closed := false
-	defer func() {
-		if !closed {
-			_ = t.Close()
-		}
-	}()
-	if n, err := t.Write(data); err != nil || n != len(data) {
-		if err == nil {
-			err = io.ErrShortWrite
-		}
-		return &fs.PathError{Op: "write temporary for", Path: name, Err: err}
-	}
-	if err := hook(BarrierTempWritten); err != nil {
-		return err
-	}
-	if err := b.sync(t.Sync); err != nil {
-		return &fs.PathError{Op: "fsync temporary for", Path: name, Err: err}
-	}
-	if err := hook(BarrierTempSynced); err != nil {
-		return err
-	}
-	if err := t.Link(name); err != nil {
-		if !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		// The name exists. It may be this very file, when a link's reply
-		// was lost and the call retried; only another inode is a lost race.
-		if mine, serr := t.Is(name); serr != nil || !mine {
-			return &fs.PathError{Op: "publish", Path: name, Err: ErrRevisionExists}
-		}
-	}
-	closed = true
-	// Dropping the temporary name before the directory fsync makes the
-	// removal durable together with the link. The revision is published
-	// and its data synced whatever Close says; a name it failed to drop is
-	// a stray temporary for fsck, not a reason to disown the revision.
-	_ = t.Close()
-	if err := hook(BarrierLinked); err != nil {
-		return err
-	}
-	if err := b.sync(func() error { return b.fs.SyncDir(dir) }); err != nil {
-		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
-	}
-	return hook(BarrierDirSynced)
-}
-
 // syncWalk makes durable, at once, every key a walk has read up to the
 // revision it read (heads: loc -> highest revision seen), with the
 // directories holding them: one syncfs(2) of the root's filesystem instead
@@ -637,10 +454,18 @@ func (b *dirBackend) syncWalk(heads map[Loc]uint64) error {
 	if err := b.checkFailed(); err != nil {
 		return err
 	}
-	if err := b.ensureRoot(); err != nil {
+	needs, err := b.makeDirs(b.root)
+	if err != nil {
 		return err
 	}
-	err := b.fs.SyncFS(b.root)
+	if len(needs) > 0 {
+		// The root's entry in its parent, which may be on another
+		// filesystem than the root (a mount point).
+		if err := b.fsyncDirs(nil, needs); err != nil {
+			return err
+		}
+	}
+	err = b.fs.SyncFS(b.root)
 	if errors.Is(err, errors.ErrUnsupported) {
 		for _, kind := range []Kind{KindSeat, KindSession} {
 			var locs []Loc

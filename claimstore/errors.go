@@ -29,8 +29,11 @@ var (
 
 	// ErrSyncFailed is returned, wrapping the cause, by every mutation of a
 	// store after an fsync failed. A failed fsync may have lost the write
-	// while the page cache still shows it, so nothing that depends on it is
-	// ever acknowledged: reopen the store to continue from what is on disk.
+	// while the page cache still shows it (Linux may drop the dirty pages
+	// and report the error once, to this process only), so nothing that
+	// depends on it is ever acknowledged. Other processes cannot see the
+	// loss either: treat the disk as failing, and reboot (which empties the
+	// page cache) before trusting what the root shows.
 	ErrSyncFailed = errors.New("an fsync failed; the store no longer acknowledges writes")
 
 	// ErrBadPatch is returned by Advance when a patch names a member the

@@ -168,3 +168,6 @@ func (b emptyBackend) WriteProof(string, []byte) error               { return b.
 func (emptyBackend) ReadProof(string) ([]byte, error)                { return nil, fs.ErrNotExist }
 func (emptyBackend) Proofs() ([]string, error)                       { return nil, nil }
 func (emptyBackend) Sync(claimstore.Loc, uint64) error               { return nil }
+func (b emptyBackend) Prepare(claimstore.Loc, uint64, []byte, func(claimstore.Barrier) error) (claimstore.Prepared, error) {
+	return nil, b.errWrite()
+}

@@ -264,6 +264,20 @@ func (f *FS) LoseUnsyncedDir(name string) error {
 	return nil
 }
 
+// Lost reports how many operations a failed fsync lost (LoseUnsynced,
+// LoseUnsyncedDir).
+func (f *FS) Lost() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, o := range f.log {
+		if o.lost {
+			n++
+		}
+	}
+	return n
+}
+
 // Calls returns how many calls the filesystem has received.
 func (f *FS) Calls() int {
 	f.mu.Lock()

@@ -1,0 +1,365 @@
+package claimstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"sync"
+)
+
+// Prepared is a revision readied by Backend.Prepare: written where the
+// backend keeps it but neither published nor visible to readers. Exactly
+// one of Commit and Abort must be called, once.
+type Prepared interface {
+	// Commit publishes the revision exactly as Publish would have: one
+	// publisher wins each number (the others get an error wrapping
+	// ErrRevisionExists), and when Commit returns nil the revision is
+	// durable.
+	Commit() error
+	// Abort discards the prepared revision; nothing of it is published.
+	Abort()
+}
+
+// The publish protocol of the directory backend, in two halves so that the
+// half before the exclusive link can overlap other work (a step prepares
+// its session revision while its seat revision is published):
+//
+//	Prepare: make the directories that are missing (no fsync yet), create
+//	         a temporary in the key directory, write it, fsync it.
+//	Commit:  link the temporary to r<n>.json (exclusive), drop the
+//	         temporary's name, then fsync the key directory together with
+//	         every parent whose entry of a directory made (or first used)
+//	         on the way is not yet durable — concurrently, and only once the
+//	         link is won, so a writer that loses the race pays no parent
+//	         fsync at all.
+//
+// Only the link waits for the temporary's fsync, and nothing is
+// acknowledged before every fsync it needs returned. A directory's entry is
+// durable only after its parent is fsynced, whoever created it: a writer
+// that crashed between mkdir and that fsync leaves a directory that a power
+// cut can still take away, with every revision in it. So the first time a
+// process uses a directory it syncs the parent, even when the directory
+// already existed.
+//
+// Parent fsyncs are shared: each records when it started (an epoch), and a
+// directory made or first used before a completed fsync of its parent
+// started needs no other. Two revisions prepared at once in a new root
+// (the two keys of an acquire) fsync the root once between them.
+
+// parentSync is the obligation to fsync parent after child was made or
+// first used at epoch after.
+type parentSync struct {
+	child, parent string
+	after         uint64
+}
+
+// tick returns a new epoch. b.mu is held.
+func (b *dirBackend) tickLocked() uint64 {
+	b.epoch++
+	return b.epoch
+}
+
+// makeDirs makes dir and every missing directory above it up to the root,
+// checking each (the root's ancestors and the root itself, as Open does;
+// every other directory must be a real directory that only the root's owner
+// may write), and returns the parent fsyncs still owed for each directory
+// whose entry this process has not yet made durable. It fsyncs nothing.
+func (b *dirBackend) makeDirs(dir string) ([]parentSync, error) {
+	var chain []string
+	b.mu.Lock()
+	for d := dir; ; d = filepath.Dir(d) {
+		if b.durable[d] {
+			break
+		}
+		chain = append(chain, d)
+		if d == b.root || d == filepath.Dir(d) {
+			break
+		}
+	}
+	b.mu.Unlock()
+	var needs []parentSync
+	for i := len(chain) - 1; i >= 0; i-- {
+		d := chain[i]
+		if d == b.root {
+			if err := b.makeRoot(); err != nil {
+				return nil, err
+			}
+		} else {
+			if err := b.fs.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return nil, err
+			}
+			if _, distrust, err := b.checkDir(d); err != nil {
+				return nil, err
+			} else if distrust != nil {
+				return nil, distrust
+			}
+		}
+		b.mu.Lock()
+		needs = append(needs, parentSync{child: d, parent: filepath.Dir(d), after: b.tickLocked()})
+		b.mu.Unlock()
+	}
+	return needs, nil
+}
+
+// makeRoot creates the root if it is missing, checking it and its
+// ancestors first and again after: Open checked them some time ago, and a
+// root swapped for a symlink, or an ancestor made writable by others since,
+// cannot promise exclusion. A refusal creates nothing.
+func (b *dirBackend) makeRoot() error {
+	if b.strict {
+		if err := checkAncestors(b.root); err != nil {
+			return err
+		}
+	}
+	if err := b.fs.Mkdir(b.root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := b.fs.Lstat(b.root)
+	if err != nil {
+		return err
+	}
+	return checkRootInfo(b.root, fi)
+}
+
+// fsyncDirs fsyncs dirs, and the parents that needs still owe, all at once,
+// and records what became durable. A failure is sticky (ErrSyncFailed).
+func (b *dirBackend) fsyncDirs(dirs []string, needs []parentSync) error {
+	set := map[string]bool{}
+	var order []string
+	add := func(d string) {
+		if !set[d] {
+			set[d] = true
+			order = append(order, d)
+		}
+	}
+	for _, d := range dirs {
+		add(d)
+	}
+	b.mu.Lock()
+	for _, n := range needs {
+		// Covered if this process already made the child durable, or a
+		// completed fsync of the parent started after the child was made.
+		if !b.durable[n.child] && b.syncedAt[n.parent] <= n.after {
+			add(n.parent)
+		}
+	}
+	start := b.tickLocked()
+	b.mu.Unlock()
+	errs := make([]error, len(order))
+	if len(order) == 1 {
+		errs[0] = b.sync(func() error { return b.fs.SyncDir(order[0]) })
+	} else {
+		var wg sync.WaitGroup
+		for i, d := range order {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = b.sync(func() error { return b.fs.SyncDir(d) })
+			}()
+		}
+		wg.Wait()
+	}
+	for i, err := range errs {
+		if err != nil {
+			return &fs.PathError{Op: "fsync", Path: order[i], Err: err}
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range order {
+		if b.syncedAt[d] < start {
+			b.syncedAt[d] = start
+		}
+	}
+	for _, n := range needs {
+		if b.syncedAt[n.parent] > n.after {
+			b.durable[n.child] = true
+		}
+	}
+	return nil
+}
+
+// ensureDir makes dir exist with a durable entry in its parent (and every
+// directory above it likewise), now.
+func (b *dirBackend) ensureDir(dir string) error {
+	needs, err := b.makeDirs(dir)
+	if err != nil || len(needs) == 0 {
+		return err
+	}
+	return b.fsyncDirs(nil, needs)
+}
+
+// Publish runs the whole publish protocol on revision n of loc: Prepare,
+// then Commit.
+func (b *dirBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error {
+	p, err := b.Prepare(loc, n, data, hook)
+	if err != nil {
+		return err
+	}
+	return p.Commit()
+}
+
+// Prepare readies revision n of loc (see Prepared and the protocol above).
+func (b *dirBackend) Prepare(loc Loc, n uint64, data []byte, hook func(Barrier) error) (Prepared, error) {
+	if n == 0 || n > MaxRevision {
+		return nil, fmt.Errorf("revision %d is out of range 1..%d", n, MaxRevision)
+	}
+	p, err := b.prepare(b.dir(loc), RevisionName(n), data, hook)
+	if err != nil {
+		return nil, err
+	}
+	p.loc, p.n = loc, n
+	return p, nil
+}
+
+// dirPrepared is a temporary written and synced in its directory, to be
+// linked to its name.
+type dirPrepared struct {
+	b         *dirBackend
+	dir, name string
+	t         TempFile
+	needs     []parentSync
+	hook      func(Barrier) error
+	loc       Loc // zero for a proof
+	n         uint64
+	done      bool
+}
+
+func (b *dirBackend) prepare(dir, base string, data []byte, hook func(Barrier) error) (*dirPrepared, error) {
+	if err := b.checkFailed(); err != nil {
+		return nil, err
+	}
+	if hook == nil {
+		hook = func(Barrier) error { return nil }
+	}
+	needs, err := b.makeDirs(dir)
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Join(dir, base)
+	t, err := b.fs.CreateTemp(dir, 0o400)
+	if err != nil {
+		return nil, err
+	}
+	p := &dirPrepared{b: b, dir: dir, name: name, t: t, needs: needs, hook: hook}
+	if n, err := t.Write(data); err != nil || n != len(data) {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		p.Abort()
+		return nil, &fs.PathError{Op: "write temporary for", Path: name, Err: err}
+	}
+	if err := hook(BarrierTempWritten); err != nil {
+		p.Abort()
+		return nil, err
+	}
+	if err := b.sync(t.Sync); err != nil {
+		p.Abort()
+		return nil, &fs.PathError{Op: "fsync temporary for", Path: name, Err: err}
+	}
+	if err := hook(BarrierTempSynced); err != nil {
+		p.Abort()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *dirPrepared) Abort() {
+	if !p.done {
+		p.done = true
+		_ = p.t.Close()
+	}
+}
+
+func (p *dirPrepared) Commit() error {
+	if p.done {
+		return errors.New("claimstore: a prepared revision was committed or aborted already")
+	}
+	b := p.b
+	// An fsync that failed anywhere in this store since Prepare may have
+	// lost data the page cache still shows: publish nothing more.
+	if err := b.checkFailed(); err != nil {
+		p.Abort()
+		return err
+	}
+	p.done = true
+	if err := p.t.Link(p.name); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			_ = p.t.Close()
+			return err
+		}
+		// The name exists. It may be this very file, when a link's reply
+		// was lost and the call retried; only another inode is a lost race.
+		if mine, serr := p.t.Is(p.name); serr != nil || !mine {
+			_ = p.t.Close()
+			return &fs.PathError{Op: "publish", Path: p.name, Err: ErrRevisionExists}
+		}
+	}
+	// Dropping the temporary name before the directory fsync makes the
+	// removal durable together with the link. The revision is published
+	// and its data synced whatever Close says; a name it failed to drop is
+	// a stray temporary for fsck, not a reason to disown the revision.
+	_ = p.t.Close()
+	if err := p.hook(BarrierLinked); err != nil {
+		return err
+	}
+	if err := b.fsyncDirs([]string{p.dir}, p.needs); err != nil {
+		return err
+	}
+	if p.n > 0 {
+		b.mu.Lock()
+		if b.hints[p.loc] < p.n {
+			b.hints[p.loc] = p.n
+		}
+		// The directory fsync after the link made every entry durable,
+		// the revisions below n included.
+		if b.synced[p.loc] < p.n {
+			b.synced[p.loc] = p.n
+		}
+		b.mu.Unlock()
+	}
+	return p.hook(BarrierDirSynced)
+}
+
+// writeExclusive publishes data as dir/base exclusively and durably (the
+// whole protocol, for proofs).
+func (b *dirBackend) writeExclusive(dir, base string, data []byte, hook func(Barrier) error) error {
+	p, err := b.prepare(dir, base, data, hook)
+	if err != nil {
+		return err
+	}
+	return p.Commit()
+}
+
+// Sync fsyncs loc's directory, and owed parents (first use), unless this
+// backend already made revision n durable.
+func (b *dirBackend) Sync(loc Loc, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	done := b.synced[loc] >= n
+	b.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := b.checkFailed(); err != nil {
+		return err
+	}
+	dir := b.dir(loc)
+	needs, err := b.makeDirs(dir)
+	if err != nil {
+		return err
+	}
+	if err := b.fsyncDirs([]string{dir}, needs); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if b.synced[loc] < n {
+		b.synced[loc] = n
+	}
+	b.mu.Unlock()
+	return nil
+}
