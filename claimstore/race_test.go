@@ -3,6 +3,7 @@ package claimstore
 import (
 	"bufio"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,15 @@ import (
 	"sync"
 	"testing"
 )
+
+// stress multiplies the hard-coded iteration counts of the randomized
+// tests that are not rapid properties (those take -rapid.checks and
+// -rapid.steps): the rounds of each concurrent-acquire race, and the claim
+// ids TestClaimIDs draws. CI runs the default.
+var stress = flag.Int("stress", 1, "multiply the rounds of the concurrent-acquire races and the claim ids TestClaimIDs draws")
+
+// rounds returns n scaled by -stress (at least 1).
+func rounds(n int) int { return n * max(*stress, 1) }
 
 // raceAcquire has n goroutines acquire the pair at once, each through the
 // store storeFor(i) returns, released together by a closed channel. It
@@ -50,13 +60,14 @@ func raceAcquire(t *testing.T, n int, storeFor func(i int) *Store, seat, session
 }
 
 // TestConcurrentAcquire: 16 goroutines race for one pair, in one store and
-// in 16 stores on the same root; exactly one wins every time, and the
-// losers leave nothing behind but the winner's revisions.
+// in 16 stores on the same root, 5 rounds each (5N with -stress N); exactly
+// one wins every time, and the losers leave nothing behind but the
+// winner's revisions.
 func TestConcurrentAcquire(t *testing.T) {
 	const n = 16
 	for _, shared := range []bool{true, false} {
 		t.Run(fmt.Sprintf("sharedStore=%v", shared), func(t *testing.T) {
-			for round := range 5 {
+			for round := range rounds(5) {
 				root := newRoot(t)
 				one := openStore(t, root, nil)
 				stores := func(int) *Store { return one }
@@ -90,7 +101,7 @@ func TestConcurrentAcquire(t *testing.T) {
 // its seat closed it again, so no seat is left held by a loser.
 func TestConcurrentAcquireOverlappingSeats(t *testing.T) {
 	const n = 8
-	for round := range 5 {
+	for round := range rounds(5) {
 		root := newRoot(t)
 		session := sessionKey(t, "x")
 		seats := make([]Key, n)

@@ -224,7 +224,7 @@ func TestConservative(t *testing.T) {
 
 func TestClaimIDs(t *testing.T) {
 	seen := map[string]bool{}
-	for range 100 {
+	for range rounds(100) {
 		id := NewClaimID()
 		if !ValidClaimID(id) || seen[id] {
 			t.Fatalf("NewClaimID() = %q: invalid or repeated", id)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"path"
@@ -75,12 +76,51 @@ type model struct {
 	acked   map[string][]byte
 	marked  map[string]bool
 	crashes int
+	stats   *modelStats
 }
 
-func newModel(t *rapid.T) *model {
-	m := &model{fs: crashfs.New(&crashfs.Options{NamedTemps: rapid.Bool().Draw(t, "namedTemps")}),
+// modelStats counts what one run of the model did: the steps it ran, and
+// each action by outcome ("acquire", "acquire refused", "acquire cut",
+// "advance stopping", "release idle", "classify owned", ...). A nil
+// *modelStats counts nothing.
+type modelStats struct {
+	steps   int
+	actions map[string]int
+}
+
+func newModelStats() *modelStats { return &modelStats{actions: map[string]int{}} }
+
+func (st *modelStats) note(action string) {
+	if st != nil {
+		st.actions[action]++
+	}
+}
+
+func (st *modelStats) String() string {
+	names := make([]string, 0, len(st.actions))
+	for a := range st.actions {
+		names = append(names, a)
+	}
+	sortStrings(names)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%d steps:", st.steps)
+	for _, a := range names {
+		fmt.Fprintf(&b, " %s=%d", a, st.actions[a])
+	}
+	return b.String()
+}
+
+func newModel(t *rapid.T, st *modelStats) *model {
+	named := rapid.Bool().Draw(t, "namedTemps")
+	m := &model{fs: crashfs.New(&crashfs.Options{NamedTemps: named}),
 		host: &modelHost{boot: bootID(0)}, live: map[string]*claimstore.Claim{},
-		holders: map[string][2]claimstore.Key{}, acked: map[string][]byte{}, marked: map[string]bool{}}
+		holders: map[string][2]claimstore.Key{}, acked: map[string][]byte{}, marked: map[string]bool{},
+		stats: st}
+	if named {
+		st.note("named temporaries")
+	} else {
+		st.note("anonymous temporaries")
+	}
 	if err := m.fs.MkdirAll(path.Dir(modelRoot), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +193,13 @@ func (m *model) acquire(t *rapid.T) {
 	m.arm(t)
 	c, err := m.store.Acquire(pk[0], pk[1], claimstore.AcquireFields{ClaimID: m.newID(), Owner: claimstore.Owner{PID: supervisorPID, Start: "500", Boot: m.host.boot}})
 	if m.settle(t) {
+		m.stats.note("acquire cut")
 		return
 	}
 	var ref *claimstore.Refusal
 	switch {
 	case errors.As(err, &ref):
+		m.stats.note("acquire refused")
 		return
 	case err != nil:
 		t.Fatalf("acquire: %v", err)
@@ -167,6 +209,7 @@ func (m *model) acquire(t *rapid.T) {
 			t.Fatalf("acquire of %v acknowledged while claim %s is an acknowledged holder of %v", pk, id, ks)
 		}
 	}
+	m.stats.note("acquire")
 	m.live[c.ID] = c
 	m.holders[c.ID] = pk
 	m.ack(t, c.Seat, c.SeatRev)
@@ -186,23 +229,32 @@ func (m *model) pickLive(t *rapid.T) *claimstore.Claim {
 }
 
 func (m *model) advance(t *rapid.T, release bool) {
+	action := "advance"
+	if release {
+		action = "release"
+	}
 	c := m.pickLive(t)
 	if c == nil {
+		m.stats.note(action + " idle")
 		return
 	}
 	patch := claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}
 	if rapid.Bool().Draw(t, "stopping") {
 		patch = claimstore.Patch{State: claimstore.Stopping, Fields: map[string]any{"stop": "requested"}}
+		action = "advance stopping"
 	}
 	if release {
 		patch = claimstore.Patch{State: claimstore.Stopped, Proof: claimstore.NewProof(claimstore.ProofCohort, "c")}
 		delete(m.holders, c.ID) // from now on its own release may free it
+		action = "release"
 	}
 	m.arm(t)
 	err := m.store.Advance(c, patch)
 	if m.settle(t) {
+		m.stats.note(action + " cut")
 		return
 	}
+	m.stats.note(action)
 	var ref *claimstore.Refusal
 	switch {
 	case errors.As(err, &ref):
@@ -226,11 +278,13 @@ func (m *model) classify(t *rapid.T) {
 	before, perr := m.store.Pair(pk[0], pk[1])
 	res, err := m.store.Classify(context.Background(), pk[0], pk[1], &claimstore.ClassifyOptions{Units: absentUnits{}})
 	if m.settle(t) {
+		m.stats.note("classify cut")
 		return
 	}
 	if err != nil || perr != nil {
 		t.Fatalf("classify: %v %v", err, perr)
 	}
+	m.stats.note("classify " + string(res.Outcome))
 	after, err := m.store.Pair(pk[0], pk[1])
 	if err != nil {
 		t.Fatal(err)
@@ -317,10 +371,29 @@ func (m *model) check(t *rapid.T) {
 	}
 }
 
-func modelProp(t *rapid.T) {
-	m := newModel(t)
-	steps := rapid.IntRange(1, 30).Draw(t, "steps")
+// modelFuzzSteps bounds the steps of one FuzzModel run. It is fixed, not
+// a flag: a corpus entry's bytes decode to the same run only for the same
+// bound.
+const modelFuzzSteps = 30
+
+// modelProp runs the model for at most maxSteps steps, counting into st
+// (which may be nil).
+func modelProp(maxSteps int, st *modelStats) func(*rapid.T) {
+	return func(t *rapid.T) {
+		if st != nil {
+			*st = *newModelStats()
+		}
+		runModel(t, maxSteps, st)
+	}
+}
+
+func runModel(t *rapid.T, maxSteps int, st *modelStats) {
+	m := newModel(t, st)
+	steps := rapid.IntRange(1, maxSteps).Draw(t, "steps")
 	for range steps {
+		if st != nil {
+			st.steps++
+		}
 		switch rapid.IntRange(0, 4).Draw(t, "op") {
 		case 0:
 			m.acquire(t)
@@ -343,15 +416,27 @@ func sortStrings(s []string) {
 	}
 }
 
-// TestModel runs the state machine as a property test (-rapid.checks N
-// runs more).
-func TestModel(t *testing.T) {
-	rapid.Check(t, modelProp)
+// rapidSteps is rapid's -rapid.steps (30 unless raised).
+func rapidSteps() int {
+	if f := flag.Lookup("rapid.steps"); f != nil {
+		if n, ok := f.Value.(flag.Getter).Get().(int); ok && n > 0 {
+			return n
+		}
+	}
+	return modelFuzzSteps
 }
 
+// TestModel runs the state machine as a property test: -rapid.checks N
+// runs more of them, -rapid.steps N makes each up to N steps long.
+func TestModel(t *testing.T) {
+	rapid.Check(t, modelProp(rapidSteps(), nil))
+}
+
+// FuzzModel feeds the fuzzer's bytes to rapid as its random bitstream. Its
+// seeds are the committed testdata/fuzz/FuzzModel entries, long enough
+// that each runs the model for many steps; TestModelCorpus fails if one
+// runs out of bytes (rapid skips it) and checks that together they
+// exercise every action.
 func FuzzModel(f *testing.F) {
-	f.Add([]byte{})
-	f.Add(bytes.Repeat([]byte{0x5a, 0x01, 0xff, 0x10}, 32))
-	f.Add(bytes.Repeat([]byte{0x00, 0x20, 0x03, 0x80, 0x07}, 40))
-	f.Fuzz(rapid.MakeFuzz(modelProp))
+	f.Fuzz(rapid.MakeFuzz(modelProp(modelFuzzSteps, nil)))
 }
