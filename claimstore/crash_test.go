@@ -144,7 +144,9 @@ func newWorld(t testing.TB, opts *crashfs.Options) *world {
 
 func (w *world) open(fsys claimstore.FS, h hostid.Host, barrier claimstore.BarrierFunc) *claimstore.Store {
 	w.t.Helper()
-	s, err := claimstore.Open(root, &claimstore.Options{FS: fsys, Host: h, Now: fixedNow, Barrier: barrier})
+	// Sequential: a stop after the k-th call must meet the same call every
+	// run (the overlapped protocol's crash states are the same).
+	s, err := claimstore.Open(root, &claimstore.Options{FS: fsys, Host: h, Now: fixedNow, Barrier: barrier, Sequential: true})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -33,6 +33,14 @@ type Options struct {
 	// Retries bounds how often an operation that lost a link race
 	// re-reads and re-decides. Default: 4.
 	Retries int
+	// Sequential runs, one after the other in a fixed order, the work a
+	// step otherwise overlaps (its session revision is prepared first,
+	// then its seat revision published, then the session revision
+	// committed), so that tests that stop a store after its k-th
+	// filesystem call meet the same call at the same k every run. The
+	// crash states are the same as the overlapped protocol's: only the
+	// order of calls that make nothing durable differs.
+	Sequential bool
 }
 
 // Store is a claim store on one root. Its methods are safe for concurrent
@@ -49,9 +57,10 @@ type Store struct {
 	root    string
 	be      Backend
 	host    hostid.Host
-	barrier BarrierFunc
-	now     func() time.Time
-	retries int
+	barrier    BarrierFunc
+	now        func() time.Time
+	retries    int
+	sequential bool
 }
 
 // Open returns a store on the claim root. The root need not exist (the
@@ -79,7 +88,7 @@ func Open(root string, opts *Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{root: root, be: opts.Backend, host: opts.Host, barrier: opts.Barrier, now: opts.Now, retries: opts.Retries}
+	s := &Store{root: root, be: opts.Backend, host: opts.Host, barrier: opts.Barrier, now: opts.Now, retries: opts.Retries, sequential: opts.Sequential}
 	if s.be == nil {
 		s.be = NewDirBackend(fsys, root)
 	}
@@ -566,25 +575,81 @@ func (s *Store) publish(k Key, n uint64, rec *Record) (bool, error) {
 // publishLinked is publish that also reports whether the revision was
 // linked, which it may be even when a later barrier returned an error.
 func (s *Store) publishLinked(k Key, n uint64, rec *Record) (won, linked bool, err error) {
+	p := s.prepare(k, n, rec)
+	return p.commit()
+}
+
+// preparing is a revision being prepared (Backend.Prepare), perhaps in
+// another goroutine: commit and abort wait for it.
+type preparing struct {
+	done   chan struct{}
+	p      Prepared
+	err    error
+	linked bool
+}
+
+// prepare prepares rec as revision n of k.
+func (s *Store) prepare(k Key, n uint64, rec *Record) *preparing {
+	pr := &preparing{done: make(chan struct{})}
+	s.prepareInto(pr, k, n, rec)
+	close(pr.done)
+	return pr
+}
+
+func (s *Store) prepareInto(pr *preparing, k Key, n uint64, rec *Record) {
 	r := rec.clone()
 	r.Key = k
 	r.Revision = n
 	r.WrittenAt = timestamp(s.now())
 	data, err := r.Marshal()
 	if err != nil {
-		return false, false, err
+		pr.err = err
+		return
 	}
 	hook := func(b Barrier) error {
 		if b == BarrierLinked {
-			linked = true
+			pr.linked = true
 		}
 		return s.pause(Point{Barrier: b, Key: k, Revision: n, ClaimID: rec.ClaimID})
 	}
-	err = s.be.Publish(k.Loc(), n, data, hook)
+	pr.p, pr.err = s.be.Prepare(k.Loc(), n, data, hook)
+}
+
+// prepareAsync is prepare overlapping the caller's work, unless the store
+// is sequential.
+func (s *Store) prepareAsync(k Key, n uint64, rec *Record) *preparing {
+	if s.sequential {
+		return s.prepare(k, n, rec)
+	}
+	pr := &preparing{done: make(chan struct{})}
+	go func() {
+		defer close(pr.done)
+		s.prepareInto(pr, k, n, rec)
+	}()
+	return pr
+}
+
+// commit publishes a prepared revision: won is false when another writer
+// had the number; linked says whether the revision was linked, which it
+// may be even when a later barrier returned an error.
+func (pr *preparing) commit() (won, linked bool, err error) {
+	<-pr.done
+	if pr.err != nil {
+		return false, false, pr.err
+	}
+	err = pr.p.Commit()
 	if errors.Is(err, ErrRevisionExists) {
 		return false, false, nil
 	}
-	return err == nil, linked, err
+	return err == nil, pr.linked, err
+}
+
+// abort discards a prepared revision, once it is prepared.
+func (pr *preparing) abort() {
+	<-pr.done
+	if pr.p != nil {
+		pr.p.Abort()
+	}
 }
 
 // Acquire takes a new writer claim on both keys: it publishes the claim,
@@ -614,25 +679,38 @@ func (s *Store) Acquire(seat, session Key, f AcquireFields) (*Claim, error) {
 		if r := s.Refusal(p); r != nil {
 			return nil, r
 		}
+		// The session revision is written and synced while the seat's is
+		// published; it is linked only once the seat's is durable.
+		sessionRev := p.Session.N + 1
+		prep := s.prepareAsync(session, sessionRev, rec)
 		won, err := s.publish(seat, p.Seat.N+1, rec)
-		if err != nil {
-			return nil, err
-		}
-		if !won {
+		if err != nil || !won {
+			prep.abort()
+			if err != nil {
+				return nil, err
+			}
 			continue
 		}
 		seatRev := p.Seat.N + 1
 		if err := s.pause(Point{Barrier: BarrierBetweenKeys, Key: seat, Revision: seatRev, ClaimID: rec.ClaimID}); err != nil {
+			prep.abort()
 			return nil, err
 		}
-		now, err := s.Head(session)
-		if err != nil {
+		if won, _, err = prep.commit(); err != nil {
 			return nil, err
 		}
-		won = false
-		if !now.Held() {
-			if won, err = s.publish(session, now.N+1, rec); err != nil {
+		if !won {
+			// Another writer published that session revision since the
+			// pair was read: if the key is free still, publish above it.
+			now, err := s.Head(session)
+			if err != nil {
 				return nil, err
+			}
+			if !now.Held() {
+				sessionRev = now.N + 1
+				if won, err = s.publish(session, sessionRev, rec); err != nil {
+					return nil, err
+				}
 			}
 		}
 		if !won {
@@ -653,7 +731,7 @@ func (s *Store) Acquire(seat, session Key, f AcquireFields) (*Claim, error) {
 			}
 			return nil, refuse(UnsafeReplacement, rec.ClaimID, fmt.Sprintf("%s changed while it was being claimed", session), nil, seat, session)
 		}
-		return &Claim{ID: rec.ClaimID, Seat: seat, Session: session, SeatRev: seatRev, SessionRev: now.N + 1, Record: rec}, nil
+		return &Claim{ID: rec.ClaimID, Seat: seat, Session: session, SeatRev: seatRev, SessionRev: sessionRev, Record: rec}, nil
 	}
 	return nil, refuse(UnsafeReplacement, "", fmt.Sprintf("%s changed during every one of %d attempts", seat, s.retries+1), nil, seat, session)
 }
@@ -739,32 +817,40 @@ func (s *Store) step(c *Claim, next *Record) error {
 			return err
 		}
 	}
-	for _, k := range []Key{c.Seat, c.Session} {
-		rev := c.rev(k)
-		if k.Kind == KindSession {
-			// Re-check: the seat's publication took time.
-			if err := s.fenced(c, k); err != nil {
-				return err
-			}
-		}
-		won, linked, err := s.publishLinked(k, *rev+1, next)
-		if linked {
-			// The revision exists even if a barrier stopped the rest: the
-			// claim must know it as its own, or a retry refuses against it.
-			*rev++
-			c.Record = next
-		}
-		if err != nil {
-			return err
-		}
-		if !won {
-			return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("another writer published revision %d of %s under claim %s", *rev+1, k, c.ID), nil, c.Seat, c.Session)
-		}
-		if k.Kind == KindSeat {
-			if err := s.pause(Point{Barrier: BarrierBetweenKeys, Key: k, Revision: *rev, ClaimID: c.ID}); err != nil {
-				return err
-			}
-		}
+	// Only this order matters: seat link, seat directory fsync, session
+	// link, session directory fsync (a claim's seat head is never older
+	// than its session head, even after a power cut). The session
+	// revision's temporary is written and synced meanwhile. A writer that
+	// moved the session key since the check above wins its number, and
+	// the session link then fails: the link is the arbiter.
+	prep := s.prepareAsync(c.Session, c.SessionRev+1, next)
+	won, linked, err := s.publishLinked(c.Seat, c.SeatRev+1, next)
+	if linked {
+		// The revision exists even if a barrier stopped the rest: the
+		// claim must know it as its own, or a retry refuses against it.
+		c.SeatRev++
+		c.Record = next
+	}
+	if err == nil && !won {
+		err = refuse(UnsafeReplacement, c.ID, fmt.Sprintf("another writer published revision %d of %s under claim %s", c.SeatRev+1, c.Seat, c.ID), nil, c.Seat, c.Session)
+	}
+	if err == nil {
+		err = s.pause(Point{Barrier: BarrierBetweenKeys, Key: c.Seat, Revision: c.SeatRev, ClaimID: c.ID})
+	}
+	if err != nil {
+		prep.abort()
+		return err
+	}
+	won, linked, err = prep.commit()
+	if linked {
+		c.SessionRev++
+		c.Record = next
+	}
+	if err != nil {
+		return err
+	}
+	if !won {
+		return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("another writer published revision %d of %s under claim %s", c.SessionRev+1, c.Session, c.ID), nil, c.Seat, c.Session)
 	}
 	return nil
 }

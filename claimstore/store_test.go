@@ -216,21 +216,25 @@ func TestUnknownFieldsCarriedForward(t *testing.T) {
 
 // TestBarrierSequence: every operation meets the barriers in the documented
 // order, with the key, revision and claim of each point.
+//
+// A sequential store meets them in this order: the session revision's
+// temporary first (written and synced while, in a concurrent store, the
+// seat's is published), then the seat revision, then the session's link.
 func TestBarrierSequence(t *testing.T) {
 	var log barrierLog
-	s := openStore(t, newRoot(t), &Options{Barrier: log.hook})
+	s := openStore(t, newRoot(t), &Options{Barrier: log.hook, Sequential: true})
 	seat, session := seatKey(t, "s"), sessionKey(t, "x")
-	publish := func(k Key, n uint64, id string) []Point {
-		var out []Point
-		for _, b := range []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, BarrierDirSynced} {
-			out = append(out, Point{Barrier: b, Key: k, Revision: n, ClaimID: id})
-		}
-		return out
+	at := func(b Barrier, k Key, n uint64, id string) Point {
+		return Point{Barrier: b, Key: k, Revision: n, ClaimID: id}
 	}
 	step := func(n uint64, id string) []Point {
-		out := publish(seat, n, id)
-		out = append(out, Point{Barrier: BarrierBetweenKeys, Key: seat, Revision: n, ClaimID: id})
-		return append(out, publish(session, n, id)...)
+		return []Point{
+			at(BarrierTempWritten, session, n, id), at(BarrierTempSynced, session, n, id),
+			at(BarrierTempWritten, seat, n, id), at(BarrierTempSynced, seat, n, id),
+			at(BarrierLinked, seat, n, id), at(BarrierDirSynced, seat, n, id),
+			at(BarrierBetweenKeys, seat, n, id),
+			at(BarrierLinked, session, n, id), at(BarrierDirSynced, session, n, id),
+		}
 	}
 	c := mustAcquire(t, s, seat, session)
 	if diff := cmp.Diff(step(1, c.ID), log.take()); diff != "" {
@@ -257,6 +261,53 @@ func TestBarrierSequence(t *testing.T) {
 	}
 	if got := log.take(); len(got) != 0 {
 		t.Errorf("reads met barriers: %v", got)
+	}
+}
+
+// TestBarrierOrderConcurrent: a store that overlaps a step's work meets
+// the barriers in an order that varies, but never breaks the one order the
+// protocol needs: every revision's temporary synced before its link, the
+// seat linked and its directory synced before the step goes between the
+// keys, and only then the session linked and synced.
+func TestBarrierOrderConcurrent(t *testing.T) {
+	var log barrierLog
+	s := openStore(t, newRoot(t), &Options{Barrier: log.hook})
+	for i := range 20 {
+		seat, session := seatKey(t, fmt.Sprint("s", i)), sessionKey(t, fmt.Sprint("x", i))
+		c := mustAcquire(t, s, seat, session)
+		if err := s.Advance(c, Patch{State: Active}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(c, NewProof(ProofNoUnit, "")); err != nil {
+			t.Fatal(err)
+		}
+		for n := uint64(1); n <= 3; n++ {
+			var seen []Point
+			for _, p := range log.points {
+				if p.Revision == n && (p.Key == seat || p.Key == session) {
+					seen = append(seen, p)
+				}
+			}
+			pos := map[string]int{}
+			for i, p := range seen {
+				pos[string(p.Key.Kind)+"/"+string(p.Barrier)] = i
+			}
+			if len(pos) != 9 {
+				t.Fatalf("revision %d: barriers %v, want 9 distinct", n, seen)
+			}
+			for _, edge := range [][2]string{
+				{"seat/temp-written", "seat/temp-synced"}, {"seat/temp-synced", "seat/linked"},
+				{"seat/linked", "seat/dir-synced"}, {"seat/dir-synced", "seat/between-keys"},
+				{"seat/between-keys", "session/linked"},
+				{"session/temp-written", "session/temp-synced"}, {"session/temp-synced", "session/linked"},
+				{"session/linked", "session/dir-synced"},
+			} {
+				if pos[edge[0]] >= pos[edge[1]] {
+					t.Errorf("revision %d: %s came after %s: %v", n, edge[0], edge[1], seen)
+				}
+			}
+		}
+		log.take()
 	}
 }
 
