@@ -151,13 +151,49 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 	sort.Slice(pairs, func(i, j int) bool {
 		return pairs[i][0].Hash()+pairs[i][1].Hash() < pairs[j][0].Hash()+pairs[j][1].Hash()
 	})
-	for _, pk := range pairs {
+	// Pairs are classified by a pool of workers and reported, and
+	// counted, in the sorted order above, whatever order they finish in.
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	results := make([]chan *PairResult, len(pairs))
+	for i := range results {
+		results[i] = make(chan *PairResult, 1)
+	}
+	next := make(chan int)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		defer close(next)
+		for i := range pairs {
+			select {
+			case next <- i:
+			case <-wctx.Done():
+				return
+			}
+		}
+	}()
+	for range min(workers, len(pairs)) {
+		go func() {
+			for i := range next {
+				seat, session := pairs[i][0], pairs[i][1]
+				res, err := s.Classify(wctx, seat, session, opts)
+				results[i] <- &PairResult{Seat: &seat, Session: &session, Result: res, Err: err}
+			}
+		}()
+	}
+	for i := range pairs {
+		var pr *PairResult
+		select {
+		case pr = <-results[i]:
+		case <-ctx.Done():
+			return sum, ctx.Err()
+		}
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		seat, session := pk[0], pk[1]
-		res, err := s.Classify(ctx, seat, session, opts)
-		pr := &PairResult{Seat: &seat, Session: &session, Result: res, Err: err}
+		res, err := pr.Result, pr.Err
 		sum.Pairs++
 		var ref *Refusal
 		switch {
@@ -243,6 +279,9 @@ func (s *Store) keyInfo(loc Loc) *keyInfo {
 	}
 	top := revs[len(revs)-1]
 	in.top = top
+	// The classification reads the key's head to publish on, which wants
+	// a listing of it once per store: this one.
+	s.setListed(loc, top, dense(revs))
 	for i := len(revs) - 1; i >= 0 && i >= len(revs)-16; i-- {
 		n := revs[i]
 		data, err := s.be.Read(loc, n)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // noSyncFS is the OS filesystem with every fsync skipped, to build big
@@ -48,15 +49,17 @@ func buildRoot(b *testing.B, pairs int) string {
 
 // BenchmarkClassifyAllAfterReboot classifies every pair of a root after a
 // simulated reboot: each pair costs a boot proof and a stopped revision on
-// both keys, three (file, directory) fsync pairs. Compare ns/pair with
-// BenchmarkFsyncPairs/n=3 from the same run: the walk should be limited by
-// those fsyncs, not by directory scans.
+// both keys, three (file, directory) fsync pairs. After each walk it
+// measures, on the same filesystem, the serial floor of those three fsync
+// pairs (floorPairs), and reports ns/pair, floor-ns/pair and their ratio,
+// walk/floor: below 1 means independent pairs overlap.
 func BenchmarkClassifyAllAfterReboot(b *testing.B) {
 	for _, pairs := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("pairs=%d", pairs), func(b *testing.B) {
 			if testing.Short() && pairs > 1000 {
 				b.Skip("-short: the 10,000-pair root takes a while to build")
 			}
+			var floor time.Duration
 			for range b.N {
 				b.StopTimer()
 				root := buildRoot(b, pairs)
@@ -72,10 +75,48 @@ func BenchmarkClassifyAllAfterReboot(b *testing.B) {
 				if sum.Pairs != pairs || sum.Stopped != pairs {
 					b.Fatalf("classified %d pairs, %d stopped; want %d of each (%+v)", sum.Pairs, sum.Stopped, pairs, sum)
 				}
+				b.StopTimer()
+				floor += floorPairs(b, filepath.Dir(root), 200)
+				b.StartTimer()
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pairs), "ns/pair")
+			perPair := float64(b.Elapsed().Nanoseconds()) / float64(b.N*pairs)
+			b.ReportMetric(perPair, "ns/pair")
+			b.ReportMetric(float64(floor.Nanoseconds())/float64(b.N*200), "floor-ns/pair")
+			b.ReportMetric(perPair/(float64(floor.Nanoseconds())/float64(b.N*200)), "walk/floor")
 		})
 	}
+}
+
+// floorPairs measures n times the serial floor of one classified pair on
+// the filesystem of dir: three times (create a file, write a record-sized
+// buffer, fsync it, fsync its directory), one after the other.
+func floorPairs(b *testing.B, dir string, n int) time.Duration {
+	b.Helper()
+	d, err := os.MkdirTemp(dir, "floor")
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 700)
+	t0 := time.Now()
+	for i := range n {
+		for j := range 3 {
+			f, err := os.OpenFile(filepath.Join(d, fmt.Sprintf("f%d-%d", i, j)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o400)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := f.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+			if err := OSFS.SyncDir(d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return time.Since(t0)
 }
 
 // BenchmarkFsyncPairs is the raw cost of n times: create a file, write a

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/claimstore/claimstore/hostid"
 )
@@ -68,78 +69,180 @@ func BenchmarkHead(b *testing.B) {
 	})
 }
 
-// BenchmarkLifecycle: acquire → active → release on a fresh pair per
-// iteration, in one store: 6 revisions (each a file fsync and a directory
-// fsync) plus 2 new key directories (each an fsync of its kind directory).
+// BenchmarkLifecycle compares a claim's whole lifecycle — acquire, active,
+// stopping, release: 8 publishes on two new keys — with the serial floor of
+// the same work on the same filesystem: 2 new key directories, each made
+// durable by an fsync of its kind directory, then 8 times (create a named
+// temporary, write the record, fsync it, link it to its revision name,
+// unlink the temporary, fsync the directory), one after the other. Both run
+// in every iteration, in alternating order, so that they meet the same
+// disk, cache and background load; nothing is deleted while measuring. It
+// reports store-ns/lifecycle, floor-ns/lifecycle and their ratio,
+// store/floor: below 1 means the store overlaps what the protocol lets
+// overlap. Compare across commits with benchstat (golang.org/x/perf):
+//
+//	go test ./claimstore -run '^$' -bench 'Lifecycle$' -count 10 > new.txt
+//	benchstat old.txt new.txt
 func BenchmarkLifecycle(b *testing.B) {
-	s := openStore(b, newRoot(b), nil)
+	root := newRoot(b)
+	s := openStore(b, root, nil)
 	f := fields(b, s)
-	i := 0
-	for b.Loop() {
-		i++
+	floor := filepath.Join(filepath.Dir(root), "floor")
+	for _, d := range []string{floor, filepath.Join(floor, "seat"), filepath.Join(floor, "session")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Warm both: the store's root and kind directories exist and are
+	// durable, as the floor's are.
+	c, err := s.Acquire(seatKey(b, "warm"), sessionKey(b, "warm"), f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Release(c, NewProof(ProofNoUnit, "")); err != nil {
+		b.Fatal(err)
+	}
+	data := refRecord(sessionKey(b, "bench"), 1, testClaimID, "active").bytes()
+	lifecycle := func(i int) {
 		seat, session := seatKey(b, fmt.Sprint("s", i)), sessionKey(b, fmt.Sprint("x", i))
 		c, err := s.Acquire(seat, session, f)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Advance(c, Patch{State: Active}); err != nil {
+		if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Release(c, NewProof(ProofNoUnit, "")); err != nil {
+		if err := s.Advance(c, Patch{State: Stopping}); err != nil {
 			b.Fatal(err)
 		}
+		if err := s.Release(c, NewProof(ProofCohort, "bench")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	serial := func(i int) {
+		var dirs []string
+		for _, kind := range []string{"seat", "session"} {
+			dir := filepath.Join(floor, kind, fmt.Sprint(i))
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				b.Fatal(err)
+			}
+			if err := OSFS.SyncDir(filepath.Dir(dir)); err != nil {
+				b.Fatal(err)
+			}
+			dirs = append(dirs, dir)
+		}
+		for n := uint64(1); n <= 4; n++ {
+			for _, dir := range dirs {
+				floorPublish(b, dir, n, data)
+			}
+		}
+	}
+	var tStore, tFloor time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		runs := []func(){
+			func() { t0 := time.Now(); lifecycle(i); tStore += time.Since(t0) },
+			func() { t0 := time.Now(); serial(i); tFloor += time.Since(t0) },
+		}
+		if i%2 == 0 {
+			runs[0], runs[1] = runs[1], runs[0]
+		}
+		for _, r := range runs {
+			r()
+		}
+	}
+	b.ReportMetric(float64(tStore.Nanoseconds())/float64(i), "store-ns/lifecycle")
+	b.ReportMetric(float64(tFloor.Nanoseconds())/float64(i), "floor-ns/lifecycle")
+	b.ReportMetric(float64(tStore)/float64(tFloor), "store/floor")
+}
+
+// floorPublish is one publish of the serial floor: a named temporary,
+// written, fsynced, linked to revision n, unlinked, and the directory
+// fsynced.
+func floorPublish(b *testing.B, dir string, n uint64, data []byte) {
+	tmp := filepath.Join(dir, ".tmp-floor")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Link(tmp, filepath.Join(dir, RevisionName(n))); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Remove(tmp); err != nil {
+		b.Fatal(err)
+	}
+	if err := OSFS.SyncDir(dir); err != nil {
+		b.Fatal(err)
 	}
 }
 
-// BenchmarkRawFsyncs is the floor under BenchmarkLifecycle on the same
-// filesystem: per iteration, 2 new directories with their parents fsynced,
-// then 6 × (create, write a record-sized file, fsync it, fsync its
-// directory).
-func BenchmarkRawFsyncs(b *testing.B) {
-	base := b.TempDir()
-	parents := []string{filepath.Join(base, "seat"), filepath.Join(base, "session")}
-	for _, p := range parents {
-		if err := os.Mkdir(p, 0o700); err != nil {
+// BenchmarkTemporaries measures one publish (temporary, write, fsync,
+// link, directory fsync) with an unnamed O_TMPFILE temporary against a
+// named one, in a directory that has seen many publishes (a long-lived key
+// directory), alternating in every iteration. The store uses whichever is
+// cheaper here; see createUnnamed.
+func BenchmarkTemporaries(b *testing.B) {
+	data := refRecord(sessionKey(b, "bench"), 1, testClaimID, "active").bytes()
+	dir := b.TempDir()
+	var tUnnamed, tNamed time.Duration
+	n := uint64(0)
+	publish := func(named bool) {
+		n++
+		var t TempFile
+		var err error
+		if named {
+			t, err = createNamed(dir, 0o400)
+		} else {
+			t, err = createUnnamed(dir, 0o400)
+		}
+		if err != nil {
+			b.Skipf("this filesystem: %v", err)
+		}
+		if _, err := t.Write(data); err != nil {
 			b.Fatal(err)
 		}
-	}
-	data := refRecord(sessionKey(b, "bench"), 1, testClaimID, "active").bytes()
-	syncDir := func(dir string) {
+		if err := t.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		if err := t.Link(filepath.Join(dir, RevisionName(n))); err != nil {
+			b.Fatal(err)
+		}
+		if err := t.Close(); err != nil {
+			b.Fatal(err)
+		}
 		if err := OSFS.SyncDir(dir); err != nil {
 			b.Fatal(err)
 		}
 	}
+	for range 200 { // a long-lived directory
+		publish(true)
+	}
 	i := 0
 	for b.Loop() {
 		i++
-		var dirs []string
-		for _, p := range parents {
-			dir := filepath.Join(p, fmt.Sprint(i))
-			if err := os.Mkdir(dir, 0o700); err != nil {
-				b.Fatal(err)
-			}
-			syncDir(p)
-			dirs = append(dirs, dir)
-		}
-		for n := 1; n <= 3; n++ {
-			for _, dir := range dirs {
-				f, err := os.OpenFile(filepath.Join(dir, RevisionName(uint64(n))), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o400)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := f.Write(data); err != nil {
-					b.Fatal(err)
-				}
-				if err := f.Sync(); err != nil {
-					b.Fatal(err)
-				}
-				if err := f.Close(); err != nil {
-					b.Fatal(err)
-				}
-				syncDir(dir)
+		for _, named := range []bool{i%2 == 0, i%2 != 0} {
+			t0 := time.Now()
+			publish(named)
+			if named {
+				tNamed += time.Since(t0)
+			} else {
+				tUnnamed += time.Since(t0)
 			}
 		}
 	}
+	b.ReportMetric(float64(tUnnamed.Nanoseconds())/float64(i), "unnamed-ns/publish")
+	b.ReportMetric(float64(tNamed.Nanoseconds())/float64(i), "named-ns/publish")
+	b.ReportMetric(float64(tUnnamed)/float64(tNamed), "unnamed/named")
 }
 
 // BenchmarkHeadFree measures a cold Head on a key whose head is stopped

@@ -53,7 +53,16 @@ type ClassifyOptions struct {
 	StoppedFields map[string]any
 	// DryRun decides and reports, but publishes nothing and issues no proof.
 	DryRun bool
+	// Workers bounds how many pairs ClassifyAll classifies at once: pairs
+	// are independent, and a classification mostly waits for fsyncs, which
+	// a disk serves better several at a time. 0 means DefaultWorkers; 1
+	// classifies one pair after another. Results are reported in the same
+	// order whatever the width.
+	Workers int
 }
+
+// DefaultWorkers is ClassifyAll's width when ClassifyOptions.Workers is 0.
+const DefaultWorkers = 8
 
 // Outcome is what a classification concluded for a pair: Free, Owned, or
 // the state the pair is left in.
