@@ -51,7 +51,10 @@ type Point struct {
 
 // BarrierFunc is called at every barrier point. An error stops the
 // operation right there and is returned from it, leaving the disk as a
-// crash at that point would.
+// crash at that point would. A store that overlaps a step's work (see
+// Options.Sequential) calls it from more than one goroutine at once, in an
+// order that varies within the protocol's constraints: seat linked and
+// dir-synced, between-keys, then session linked.
 type BarrierFunc func(Point) error
 
 // Backend is what a claim store needs of its storage: publish revision n of

@@ -37,7 +37,7 @@ func lifecycle(t *testing.T, root, op string, n int) int {
 	t.Helper()
 	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
 	count, current := 0, ""
-	s, err := Open(root, &Options{Host: host, Barrier: func(p Point) error {
+	s, err := Open(root, &Options{Host: host, Sequential: true, Barrier: func(p Point) error {
 		if current != op {
 			return nil
 		}
@@ -341,7 +341,7 @@ func TestClassifyReusesItsBootProof(t *testing.T) {
 		t.Fatal(err)
 	}
 	host := &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
-	cut, err := Open(root, &Options{Host: host, Barrier: func(p Point) error {
+	cut, err := Open(root, &Options{Host: host, Sequential: true, Barrier: func(p Point) error {
 		if p.Barrier == BarrierBetweenKeys {
 			return errCrash
 		}

@@ -141,7 +141,7 @@ func newClaimMachine(t *rapid.T, root string) *claimMachine {
 	m.host = &smHost{boot: testBoot, procs: map[int]string{}}
 	m.nextPID = 1000
 	for range smClaimants {
-		s, err := Open(root, &Options{Host: m.host, Now: fixedNow, Barrier: m.hook})
+		s, err := Open(root, &Options{Host: m.host, Now: fixedNow, Barrier: m.hook, Sequential: true})
 		if err != nil {
 			t.Fatal(err)
 		}

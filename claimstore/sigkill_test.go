@@ -45,7 +45,9 @@ func TestSigkillHelper(t *testing.T) {
 	}
 	at, _ := strconv.Atoi(os.Getenv(helperAtEnv))
 	n := 0
-	s, err := claimstore.Open(os.Getenv(helperRootEnv), &claimstore.Options{Barrier: func(p claimstore.Point) error {
+	// Sequential: the child counts barriers to stop at the at-th; a store
+	// that overlaps meets them in an order that varies.
+	s, err := claimstore.Open(os.Getenv(helperRootEnv), &claimstore.Options{Sequential: true, Barrier: func(p claimstore.Point) error {
 		n++
 		if n == at {
 			say("barrier %d %s %s %d", n, p.Barrier, p.Key.Kind, p.Revision)

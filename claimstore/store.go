@@ -629,6 +629,26 @@ func (s *Store) prepareAsync(k Key, n uint64, rec *Record) *preparing {
 	return pr
 }
 
+// publishAfter publishes rec as revision n of k once other, the other
+// key's revision of the same step, is prepared: the two temporaries are
+// written and synced at once, and a step whose second revision cannot even
+// be prepared (ENOSPC, a failed fsync, a barrier's stop) publishes neither,
+// rather than being cut between its keys. On such a failure other is
+// aborted and its error returned.
+func (s *Store) publishAfter(other *preparing, k Key, n uint64, rec *Record) (won, linked bool, err error) {
+	p := s.prepare(k, n, rec)
+	<-other.done
+	if other.err != nil {
+		p.abort()
+		return false, false, other.err
+	}
+	if p.err != nil {
+		other.abort()
+		return false, false, p.err
+	}
+	return p.commit()
+}
+
 // commit publishes a prepared revision: won is false when another writer
 // had the number; linked says whether the revision was linked, which it
 // may be even when a later barrier returned an error.
@@ -683,7 +703,7 @@ func (s *Store) Acquire(seat, session Key, f AcquireFields) (*Claim, error) {
 		// published; it is linked only once the seat's is durable.
 		sessionRev := p.Session.N + 1
 		prep := s.prepareAsync(session, sessionRev, rec)
-		won, err := s.publish(seat, p.Seat.N+1, rec)
+		won, _, err := s.publishAfter(prep, seat, p.Seat.N+1, rec)
 		if err != nil || !won {
 			prep.abort()
 			if err != nil {
@@ -824,7 +844,7 @@ func (s *Store) step(c *Claim, next *Record) error {
 	// moved the session key since the check above wins its number, and
 	// the session link then fails: the link is the arbiter.
 	prep := s.prepareAsync(c.Session, c.SessionRev+1, next)
-	won, linked, err := s.publishLinked(c.Seat, c.SeatRev+1, next)
+	won, linked, err := s.publishAfter(prep, c.Seat, c.SeatRev+1, next)
 	if linked {
 		// The revision exists even if a barrier stopped the rest: the
 		// claim must know it as its own, or a retry refuses against it.

@@ -328,7 +328,9 @@ func TestBarrierStops(t *testing.T) {
 	// the seat has n once its link happened, the session once its link did.
 	wantRevs := func(i int, n uint64) (seatN, sessionN uint64) {
 		seatN, sessionN = n-1, n-1
-		if i >= 2 {
+		// A sequential store prepares the session's temporary before it
+		// publishes the seat's: a stop there has linked nothing.
+		if i >= 2 && i != 5 && i != 6 {
 			seatN = n
 		}
 		if i >= 7 {
@@ -347,7 +349,7 @@ func TestBarrierStops(t *testing.T) {
 					}
 					return nil
 				}
-				s := openStore(t, newRoot(t), &Options{Barrier: hook})
+				s := openStore(t, newRoot(t), &Options{Barrier: hook, Sequential: true})
 				seat, session := seatKey(t, "s"), sessionKey(t, "x")
 				n := uint64(1)
 				var err error
@@ -450,7 +452,7 @@ func TestAdvanceLosesLinkRace(t *testing.T) {
 	other := openStore(t, root, nil)
 	rec := refRecord(seat, 2, testClaimID, "uncertain").bytes()
 	var armed bool
-	s := openStore(t, root, &Options{Barrier: func(p Point) error {
+	s := openStore(t, root, &Options{Sequential: true, Barrier: func(p Point) error {
 		if armed && p.Barrier == BarrierTempSynced && p.Key == seat {
 			armed = false
 			return other.Backend().Publish(seat.Loc(), p.Revision, rec, nil)
@@ -698,7 +700,7 @@ func TestAcquireSessionTakenBetweenKeys(t *testing.T) {
 	other := openStore(t, root, nil)
 	var rival *Claim
 	var rivalErr error
-	s := openStore(t, root, &Options{Barrier: func(p Point) error {
+	s := openStore(t, root, &Options{Sequential: true, Barrier: func(p Point) error {
 		if p.Barrier == BarrierBetweenKeys && rival == nil {
 			rival, rivalErr = other.Acquire(seat2, session, fields(t, other))
 		}
@@ -754,7 +756,7 @@ func TestAcquireLosesSeatRace(t *testing.T) {
 	seat, session := seatKey(t, "s"), sessionKey(t, "x")
 	other := openStore(t, root, nil)
 	var rival *Claim
-	s := openStore(t, root, &Options{Barrier: func(p Point) error {
+	s := openStore(t, root, &Options{Sequential: true, Barrier: func(p Point) error {
 		if p.Barrier == BarrierTempSynced && rival == nil {
 			var err error
 			rival, err = other.Acquire(seat, sessionKey(t, "y"), fields(t, other))
