@@ -158,6 +158,9 @@ type dirBackend struct {
 	// strict is set on the operating system's filesystem, where the root's
 	// ancestors are checked before the first write (checkAncestors).
 	strict bool
+	// sequential makes fsyncDirs fsync one directory after another, in a
+	// fixed order (Options.Sequential).
+	sequential bool
 	// uid is the root's owner, once read (see rootUID).
 	uid             int
 	uidOK, uidKnown bool

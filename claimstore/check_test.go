@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -27,7 +28,10 @@ func TestNamedTemporariesArePublishedAndDropped(t *testing.T) {
 	}
 	seat, session := testKeys(t)
 	var seen []string
+	var mu sync.Mutex // the barrier is called from the step's goroutines
 	s.barrier = func(p Point) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if p.Barrier == BarrierTempSynced {
 			names, _ := os.ReadDir(s.KeyDir(p.Key))
 			for _, n := range names {

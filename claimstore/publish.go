@@ -148,8 +148,10 @@ func (b *dirBackend) fsyncDirs(dirs []string, needs []parentSync) error {
 	start := b.tickLocked()
 	b.mu.Unlock()
 	errs := make([]error, len(order))
-	if len(order) == 1 {
-		errs[0] = b.sync(func() error { return b.fs.SyncDir(order[0]) })
+	if len(order) == 1 || b.sequential {
+		for i, d := range order {
+			errs[i] = b.sync(func() error { return b.fs.SyncDir(d) })
+		}
 	} else {
 		var wg sync.WaitGroup
 		for i, d := range order {

@@ -90,7 +90,9 @@ func Open(root string, opts *Options) (*Store, error) {
 	}
 	s := &Store{root: root, be: opts.Backend, host: opts.Host, barrier: opts.Barrier, now: opts.Now, retries: opts.Retries, sequential: opts.Sequential}
 	if s.be == nil {
-		s.be = NewDirBackend(fsys, root)
+		be := NewDirBackend(fsys, root)
+		be.(*dirBackend).sequential = opts.Sequential
+		s.be = be
 	}
 	if s.host == nil {
 		s.host = hostid.System
