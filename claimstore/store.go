@@ -54,9 +54,9 @@ type Store struct {
 	// proof file is never rewritten, so one check per store is enough.
 	proofOK map[string]bool
 
-	root    string
-	be      Backend
-	host    hostid.Host
+	root       string
+	be         Backend
+	host       hostid.Host
 	barrier    BarrierFunc
 	now        func() time.Time
 	retries    int
