@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -161,6 +162,10 @@ type dirBackend struct {
 	// sequential makes fsyncDirs fsync one directory after another, in a
 	// fixed order (Options.Sequential).
 	sequential bool
+	// linked remembers, per key, the file this backend last linked as a
+	// revision, so that ProbeHead can tell that very file from one put in
+	// its place by hand.
+	linked map[Loc]linkedFile
 	// uid is the root's owner, once read (see rootUID).
 	uid             int
 	uidOK, uidKnown bool
@@ -223,16 +228,18 @@ func (b *dirBackend) checkDir(dir string) (exists bool, distrust, err error) {
 }
 
 // probeFS is implemented by filesystems that can check many names of one
-// directory more cheaply than one Lstat each (OSFS can).
+// directory more cheaply than one Lstat each (OSFS can). size is the
+// directory's st_size, or 0.
 type probeFS interface {
-	ProbeDir(dir string) (exists func(base string) (bool, error), closeDir func() error, err error)
+	ProbeDir(dir string) (exists func(base string) (bool, error), size int64, closeDir func() error, err error)
 }
 
-// prober returns an existence check for revisions of dir, and its release.
-func (b *dirBackend) prober(dir string) (func(n uint64) (bool, error), func()) {
+// prober returns an existence check for revisions of dir, the directory's
+// size where the filesystem says, and its release.
+func (b *dirBackend) prober(dir string) (func(n uint64) (bool, error), int64, func()) {
 	if p, ok := b.fs.(probeFS); ok {
-		if exists, closeDir, err := p.ProbeDir(dir); err == nil {
-			return func(n uint64) (bool, error) { return exists(RevisionName(n)) }, func() { _ = closeDir() }
+		if exists, size, closeDir, err := p.ProbeDir(dir); err == nil {
+			return func(n uint64) (bool, error) { return exists(RevisionName(n)) }, size, func() { _ = closeDir() }
 		}
 	}
 	return func(n uint64) (bool, error) {
@@ -241,60 +248,15 @@ func (b *dirBackend) prober(dir string) (func(n uint64) (bool, error), func()) {
 			return false, nil
 		}
 		return err == nil, err
-	}, func() {}
+	}, 0, func() {}
 }
 
 // Head finds the highest revision by probing names rather than listing the
-// directory, so its cost does not grow with the key's history: from the
-// last head seen (or 1) it gallops up in doubling steps to a missing name,
-// then bisects. It relies on the format's density (revisions 1..n, no
-// gaps), which the publish protocol keeps; a gap can only come from outside
-// the protocol, and fsck reports it.
+// directory (probe), then reads it.
 func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
-	dir := b.dir(loc)
-	ok, distrust, err := b.checkDir(dir)
-	if err != nil || !ok {
+	lo, distrust, err := b.probe(loc)
+	if err != nil {
 		return 0, nil, nil, err
-	}
-	exists, done := b.prober(dir)
-	defer done()
-	b.mu.Lock()
-	lo := b.hints[loc]
-	b.mu.Unlock()
-	if lo > 0 {
-		if ok, err := exists(lo); err != nil {
-			return 0, nil, nil, err
-		} else if !ok {
-			lo = 0 // the history shrank: only tampering does that; start over
-		}
-	}
-	// Invariant: lo exists (or is 0), hi does not.
-	hi := lo + 1
-	for step := uint64(1); ; step *= 2 {
-		if hi > MaxRevision {
-			hi = MaxRevision + 1
-			break
-		}
-		ok, err := exists(hi)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		if !ok {
-			break
-		}
-		lo, hi = hi, hi+step
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		ok, err := exists(mid)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-		}
 	}
 	if distrust != nil {
 		// Even with no revision: whoever else can write here could have
@@ -304,14 +266,154 @@ func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
 	if lo == 0 {
 		return 0, nil, nil, nil
 	}
-	b.mu.Lock()
-	b.hints[loc] = lo
-	b.mu.Unlock()
-	data, rerr := b.readFile(filepath.Join(dir, RevisionName(lo)))
+	data, rerr := b.readFile(filepath.Join(b.dir(loc), RevisionName(lo)))
 	if rerr != nil {
 		return lo, nil, rerr, nil
 	}
 	return lo, data, nil, nil
+}
+
+// ProbeHead is Head without reading the revision: the highest revision's
+// number, when it is the very file this backend last linked there; an
+// error when the head cannot be told, the key's directory cannot be
+// trusted, or the head is any other file (published by another writer, or
+// replaced by hand). A store that knows what it linked under that number
+// (revisions are immutable) need not read it again.
+func (b *dirBackend) ProbeHead(loc Loc) (uint64, error) {
+	n, distrust, err := b.probe(loc)
+	if err != nil {
+		return 0, err
+	}
+	if distrust != nil {
+		return 0, distrust
+	}
+	b.mu.Lock()
+	l, ok := b.linked[loc]
+	b.mu.Unlock()
+	if !ok || l.n != n {
+		return 0, errors.New("the head is not the file this store linked")
+	}
+	// The inode alone is not enough: a file put in place of a removed one
+	// may get its number back at once.
+	fi, err := b.fs.Lstat(filepath.Join(b.dir(loc), RevisionName(n)))
+	if err != nil || !os.SameFile(fi, l.fi) || fi.Size() != l.fi.Size() || !fi.ModTime().Equal(l.fi.ModTime()) {
+		return 0, errors.New("the head is not the file this store linked")
+	}
+	return n, nil
+}
+
+type linkedFile struct {
+	n  uint64
+	fi fs.FileInfo
+}
+
+// probe finds the highest revision by probing names, so that its cost
+// does not grow with the key's history: from the last head seen it gallops
+// up in doubling steps to a missing name, then bisects. Cold (no head
+// seen), it starts from an estimate of the history's length that the key
+// directory's size gives, and gallops both ways from there. It relies on
+// the format's density (revisions 1..n, no gaps), which the publish
+// protocol keeps; a gap can only come from outside the protocol, and fsck
+// reports it. distrust is the directory's trust problem (see checkDir).
+func (b *dirBackend) probe(loc Loc) (uint64, error, error) {
+	dir := b.dir(loc)
+	ok, distrust, err := b.checkDir(dir)
+	if err != nil || !ok {
+		return 0, nil, err
+	}
+	exists, size, done := b.prober(dir)
+	defer done()
+	b.mu.Lock()
+	lo := b.hints[loc]
+	b.mu.Unlock()
+	if lo > 0 {
+		if ok, err := exists(lo); err != nil {
+			return 0, nil, err
+		} else if !ok {
+			lo = 0 // the history shrank: only tampering does that; start over
+		}
+	}
+	// Invariant: lo exists (or is 0), hi does not (once up is false).
+	hi, up := lo+1, true
+	if lo == 0 {
+		if guess := estimateRevisions(size); guess > 1 {
+			ok, err := exists(guess)
+			if err != nil {
+				return 0, nil, err
+			}
+			if ok {
+				lo, hi = guess, guess+1
+			} else {
+				// Gallop down from the guess to a revision that exists.
+				hi, up = guess, false
+				for step := uint64(1); ; step *= 2 {
+					cand := uint64(0)
+					if hi > step {
+						cand = hi - step
+					}
+					if cand == 0 {
+						break
+					}
+					ok, err := exists(cand)
+					if err != nil {
+						return 0, nil, err
+					}
+					if ok {
+						lo = cand
+						break
+					}
+					hi = cand
+				}
+			}
+		}
+	}
+	if up {
+		for step := uint64(1); ; step *= 2 {
+			if hi > MaxRevision {
+				hi = MaxRevision + 1
+				break
+			}
+			ok, err := exists(hi)
+			if err != nil {
+				return 0, nil, err
+			}
+			if !ok {
+				break
+			}
+			lo, hi = hi, hi+step
+		}
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := exists(mid)
+		if err != nil {
+			return 0, nil, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	if lo > 0 && distrust == nil {
+		b.mu.Lock()
+		b.hints[loc] = lo
+		b.mu.Unlock()
+	}
+	return lo, distrust, nil
+}
+
+// estimateRevisions guesses how many revisions a key directory of the
+// given size (st_size) holds, for a cold probe to start near its head: on
+// ext4 an entry of a revision's 16-character name takes 24 bytes, and a
+// directory's blocks are between half and wholly full, so the guess is
+// three quarters of what the size could hold. 0 means no guess. Only the
+// number of probes depends on it, never the answer.
+func estimateRevisions(size int64) uint64 {
+	if size <= 4096 {
+		return 0
+	}
+	return uint64(size) / 24 * 3 / 4
 }
 
 func (b *dirBackend) Read(loc Loc, n uint64) ([]byte, error) {

@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"fmt"
 	"bytes"
 	"errors"
 	"io/fs"
@@ -364,5 +365,40 @@ func TestReadMissingRevision(t *testing.T) {
 	}
 	if h, err := s.Head(k); err != nil || h.N != 0 || h.Held() || h.State() != Stopped {
 		t.Errorf("Head of a key without history = %+v, %v; want free", h, err)
+	}
+}
+
+// sizeFS is the OS filesystem with a directory size of its choosing, to
+// drive the cold probe's estimate wrong in both directions.
+type sizeFS struct {
+	osFS
+	size int64
+}
+
+func (f sizeFS) ProbeDir(dir string) (func(string) (bool, error), int64, func() error, error) {
+	exists, _, closeDir, err := f.osFS.ProbeDir(dir)
+	return exists, f.size, closeDir, err
+}
+
+// TestProbeFromAnyEstimate: a cold Head finds the head whatever the
+// directory's size suggests (an estimate only changes the probes' number).
+func TestProbeFromAnyEstimate(t *testing.T) {
+	root := newRoot(t)
+	s := openStore(t, root, nil)
+	for _, revs := range []uint64{1, 2, 3, 17, 100, 1000} {
+		k := sessionKey(t, fmt.Sprint("k", revs))
+		for n := uint64(1); n <= revs; n++ {
+			writeRev(t, s, k, n, refRecord(k, n, testClaimID, "active").bytes())
+		}
+		for _, size := range []int64{0, 4096, 4097, 24 * 4, 24 * 1000, 24 * 100000, 1 << 40} {
+			st, err := Open(root, &Options{FS: sizeFS{size: size}, Host: thisHost})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := st.Head(k)
+			if err != nil || h.N != revs || h.Record == nil {
+				t.Errorf("%d revisions, directory size %d: Head = %+v, %v", revs, size, h, err)
+			}
+		}
 	}
 }

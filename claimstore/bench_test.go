@@ -303,3 +303,30 @@ func BenchmarkHeadFree(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLifecycleCPU is BenchmarkLifecycle's lifecycle on a filesystem
+// that skips every fsync: what the store spends besides waiting for the
+// disk (reads, records, hashing, the system calls that are not fsyncs).
+// Profile it with -cpuprofile.
+func BenchmarkLifecycleCPU(b *testing.B) {
+	s := openStore(b, newRoot(b), &Options{FS: noSyncFS{}})
+	f := fields(b, s)
+	i := 0
+	for b.Loop() {
+		i++
+		seat, session := seatKey(b, fmt.Sprint("s", i)), sessionKey(b, fmt.Sprint("x", i))
+		c, err := s.Acquire(seat, session, f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Advance(c, Patch{State: Stopping}); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Release(c, NewProof(ProofCohort, "bench")); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -65,10 +65,14 @@ func syncFS(name string) error {
 // fstatat relative to the open directory resolves one component instead of
 // the whole path, which is most of a probe's cost. Head's probes on a cold
 // long history make dozens of them.
-func (osFS) ProbeDir(dir string) (exists func(base string) (bool, error), closeDir func() error, err error) {
+func (osFS) ProbeDir(dir string) (exists func(base string) (bool, error), size int64, closeDir func() error, err error) {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+		return nil, 0, nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil {
+		size = st.Size
 	}
 	exists = func(base string) (bool, error) {
 		var st unix.Stat_t
@@ -85,5 +89,5 @@ func (osFS) ProbeDir(dir string) (exists func(base string) (bool, error), closeD
 			return false, &fs.PathError{Op: "fstatat", Path: dir + "/" + base, Err: err}
 		}
 	}
-	return exists, func() error { return unix.Close(fd) }, nil
+	return exists, size, func() error { return unix.Close(fd) }, nil
 }

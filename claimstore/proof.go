@@ -78,7 +78,7 @@ func (i storeIssuer) IssueBootProof(ctx context.Context, rec *Record) (string, e
 // proof, verifies it, and returns it. A file under that id that does not
 // prove the same thing is an error (nothing is freed on it).
 func (s *Store) IssueBootProof(rec *Record) (*BootProof, error) {
-	machine, err := s.host.MachineID()
+	machine, err := s.machineID()
 	if err != nil {
 		return nil, err
 	}

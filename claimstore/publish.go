@@ -304,6 +304,20 @@ func (p *dirPrepared) Commit() error {
 	// and its data synced whatever Close says; a name it failed to drop is
 	// a stray temporary for fsck, not a reason to disown the revision.
 	_ = p.t.Close()
+	if p.n > 0 {
+		// What was linked, to tell it later from a file put in its place
+		// (ProbeHead).
+		fi, err := b.fs.Lstat(p.name)
+		if err != nil {
+			return err
+		}
+		b.mu.Lock()
+		if b.linked == nil {
+			b.linked = map[Loc]linkedFile{}
+		}
+		b.linked[p.loc] = linkedFile{n: p.n, fi: fi}
+		b.mu.Unlock()
+	}
 	if err := p.hook(BarrierLinked); err != nil {
 		return err
 	}

@@ -53,6 +53,11 @@ type Store struct {
 	// verifyHeadProof), keyed by proof id and the claim's identity: a
 	// proof file is never rewritten, so one check per store is enough.
 	proofOK map[string]bool
+	// own remembers, per key, the last revision this store published: a
+	// step fenced on it need not read it back (see fenced).
+	own map[Loc]ownRev
+	// machine is the machine id once read: a store never outlives it.
+	machine string
 
 	root       string
 	be         Backend
@@ -104,6 +109,29 @@ func Open(root string, opts *Options) (*Store, error) {
 		s.retries = 4
 	}
 	return s, nil
+}
+
+type ownRev struct {
+	n       uint64
+	claimID string
+}
+
+// machineID returns this machine's id, read once per store.
+func (s *Store) machineID() (string, error) {
+	s.mu.Lock()
+	m := s.machine
+	s.mu.Unlock()
+	if m != "" {
+		return m, nil
+	}
+	m, err := s.host.MachineID()
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.machine = m
+	s.mu.Unlock()
+	return m, nil
 }
 
 // Root returns the store's claim root.
@@ -426,7 +454,7 @@ func (s *Store) Refusal(p *Pair) *Refusal {
 		return nil
 	}
 	keys := []Key{p.Seat.Key, p.Session.Key}
-	mine, merr := s.host.MachineID()
+	mine, merr := s.machineID()
 	for _, h := range heads {
 		if h.Record != nil && (merr != nil || h.Record.Host.MachineID != mine) {
 			if merr != nil {
@@ -498,7 +526,7 @@ func (s *Store) newRecord(f AcquireFields) (*Record, error) {
 	if f.Owner.PID <= 0 {
 		return nil, fmt.Errorf("owner pid %d is not a process id (use Store.Self)", f.Owner.PID)
 	}
-	machine, err := s.host.MachineID()
+	machine, err := s.machineID()
 	if err != nil {
 		return nil, fmt.Errorf("cannot record the host: %w", err)
 	}
@@ -588,6 +616,11 @@ type preparing struct {
 	p      Prepared
 	err    error
 	linked bool
+
+	s   *Store
+	loc Loc
+	n   uint64
+	id  string
 }
 
 // prepare prepares rec as revision n of k.
@@ -599,6 +632,7 @@ func (s *Store) prepare(k Key, n uint64, rec *Record) *preparing {
 }
 
 func (s *Store) prepareInto(pr *preparing, k Key, n uint64, rec *Record) {
+	pr.s, pr.loc, pr.n, pr.id = s, k.Loc(), n, rec.ClaimID
 	r := rec.clone()
 	r.Key = k
 	r.Revision = n
@@ -662,6 +696,14 @@ func (pr *preparing) commit() (won, linked bool, err error) {
 	err = pr.p.Commit()
 	if errors.Is(err, ErrRevisionExists) {
 		return false, false, nil
+	}
+	if err == nil {
+		pr.s.mu.Lock()
+		if pr.s.own == nil {
+			pr.s.own = map[Loc]ownRev{}
+		}
+		pr.s.own[pr.loc] = ownRev{n: pr.n, claimID: pr.id}
+		pr.s.mu.Unlock()
 	}
 	return err == nil, pr.linked, err
 }
@@ -818,7 +860,7 @@ func (s *Store) Advance(c *Claim, p Patch) error {
 	}
 	// A claim is only ever stepped on the machine that took it: another
 	// machine cannot judge its owner, and its boot proofs mean nothing here.
-	if mine, err := s.host.MachineID(); err != nil || c.Record.Host.MachineID != mine {
+	if mine, err := s.machineID(); err != nil || c.Record.Host.MachineID != mine {
 		reason := fmt.Sprintf("claim %s was taken on machine %q", c.ID, c.Record.Host.MachineID)
 		if err == nil {
 			reason += ", not on this machine " + mine
@@ -887,6 +929,9 @@ func (c *Claim) rev(k Key) *uint64 {
 // fenced checks that k's head is still the revision c last published there.
 func (s *Store) fenced(c *Claim, k Key) error {
 	rev := *c.rev(k)
+	if s.fencedOwn(k.Loc(), rev, c.ID) {
+		return nil
+	}
 	h, err := s.head(k, true)
 	if err != nil {
 		return err
@@ -899,6 +944,26 @@ func (s *Store) fenced(c *Claim, k Key) error {
 		return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("%s moved under claim %s: %s", k, c.ID, what), h.Damage, c.Seat, c.Session)
 	}
 	return nil
+}
+
+// fencedOwn is fenced's fast path: when this store itself published
+// revision rev of loc for claim id, and a probe finds rev still the head
+// (in a directory it can trust, with nothing above it that a listing of
+// this store would have missed), the revision needs no reading: a revision
+// name never refers to anything but what was linked to it.
+func (s *Store) fencedOwn(loc Loc, rev uint64, id string) bool {
+	s.mu.Lock()
+	o, ok := s.own[loc]
+	s.mu.Unlock()
+	if !ok || o.n != rev || o.claimID != id {
+		return false
+	}
+	pb, ok := s.be.(interface{ ProbeHead(Loc) (uint64, error) })
+	if !ok {
+		return false
+	}
+	n, err := pb.ProbeHead(loc)
+	return err == nil && n == rev && s.listedUpTo(loc, n, false)
 }
 
 // Release publishes stopped with the proof on both keys, seat first. The
