@@ -7,6 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/hostid"
@@ -20,6 +23,9 @@ const (
 	// build, whose main does not set testHooks.
 	envTestBootID    = "CLAIMCTL_TEST_BOOT_ID"
 	envTestMachineID = "CLAIMCTL_TEST_MACHINE_ID"
+	// A file to read the machine id from instead of /etc/machine-id, to
+	// test a missing, empty or malformed one.
+	envTestMachineIDFile = "CLAIMCTL_TEST_MACHINE_ID_FILE"
 )
 
 // testHooks is set by the test binary's entry point only. When it is set,
@@ -35,6 +41,11 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+
+	cmdName string // the command run, for messages
+	// done says what the command did on disk, for the write error message
+	// when its output could not be written: "claim c… was acquired …".
+	done string
 }
 
 // host returns the machine facts to judge by.
@@ -42,7 +53,25 @@ func (e *env) host() hostid.Host {
 	if !testHooks {
 		return hostid.System
 	}
-	return hostid.Override{Host: hostid.System, Machine: e.getenv(envTestMachineID), Boot: e.getenv(envTestBootID)}
+	base := hostid.System
+	if f := e.getenv(envTestMachineIDFile); f != "" {
+		base = hostid.FromFiles([]string{f}, "")
+	}
+	return hostid.Override{Host: base, Machine: e.getenv(envTestMachineID), Boot: e.getenv(envTestBootID)}
+}
+
+// checkMachineID fails a command that judges or takes claims when this
+// machine's own id cannot be read. Without it every claim would compare
+// unequal to "this machine" and read as another machine's (foreign-host):
+// the operator would go looking for a machine that does not exist, when
+// the fault is this one's configuration.
+func (e *env) checkMachineID() error {
+	if _, err := e.host().MachineID(); err != nil {
+		return fmt.Errorf("this machine's id cannot be read (%v): this machine is misconfigured — nothing here says the claims belong to another machine; "+
+			"fix it as root with `systemd-machine-id-setup` (or write the machine's id, 32 lowercase hex digits and a newline, to /etc/machine-id), then run claimctl again; "+
+			"if the id changed, claims taken under the old id read as another machine's until the old id is restored (see `claimctl help root`)", err)
+	}
+	return nil
 }
 
 // rootChoice is the claim root and where it came from.
@@ -145,6 +174,9 @@ func (e *env) rootMissing(cmd string, rc rootChoice) bool {
 
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
+	if o, ok := w.(*outWriter); ok {
+		w = o.w
+	}
 	f, ok := w.(*os.File)
 	return ok && isTerminalFd(int(f.Fd()))
 }
@@ -168,3 +200,51 @@ func (b emptyBackend) WriteProof(string, []byte) error               { return b.
 func (emptyBackend) ReadProof(string) ([]byte, error)                { return nil, fs.ErrNotExist }
 func (emptyBackend) Proofs() ([]string, error)                       { return nil, nil }
 func (emptyBackend) Sync(claimstore.Loc, uint64) error               { return nil }
+
+// claimRootDirs are the only entries a claim root holds.
+var claimRootDirs = []string{string(claimstore.KindSeat), string(claimstore.KindSession), claimstore.ProofDir}
+
+// checkClaimRoot refuses, for the commands that walk a whole root (fsck,
+// classify --all, list), a directory that is evidently not a claim root: it
+// holds entries, and none of them is seat/, session/ or proofs/. Walking
+// /proc or /var/lib would report every entry as a stray file, hundreds of
+// findings that bury the real mistake, a wrong --root. An empty directory
+// is an empty root (nothing claimed yet); a root holding seat/ and strays is
+// a claim root with findings, which fsck reports one by one.
+func checkClaimRoot(rc rootChoice) error {
+	f, err := os.Open(rc.Path)
+	if err != nil {
+		return nil // the store's own checks say what is wrong
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil || len(names) == 0 {
+		return nil
+	}
+	for _, n := range names {
+		for _, d := range claimRootDirs {
+			if n == d {
+				return nil
+			}
+		}
+	}
+	sort.Strings(names)
+	shown := names
+	if len(shown) > 3 {
+		shown = shown[:3]
+	}
+	more := ""
+	if len(names) > len(shown) {
+		more = fmt.Sprintf(", … (%d in all)", len(names))
+	}
+	return fmt.Errorf("%s (from %s) is not a claim root: it holds %s%s and none of seat/, session/ or proofs/, which are all a claim root holds; pass the claim root with --root (or %s)",
+		rc.Path, rc.Source, quoteAll(shown), more, envRoot)
+}
+
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}

@@ -173,6 +173,12 @@ directory, or writable by other users is refused. Commands that only read
 (show, log, classify --dry-run) create nothing; on a root that does not exist
 they see no revisions. fsck and classify --all fail (exit 1) on a missing root
 named by --root or $CLAIMSTORE_ROOT, a likely typo, and report an empty root
-for the default one.
+for the default one. They refuse a directory that holds entries and none of
+seat/, session/ or proofs/: it is not a claim root.
+
+Claims record this machine's id (/etc/machine-id). When it cannot be read,
+the commands that judge or take claims fail and say how to fix it. If it
+changed, claims taken under the old id read as another machine's: put the old
+id back, classify or release them, then install the new one (REFERENCE.md).
 `)
 }

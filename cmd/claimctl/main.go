@@ -6,14 +6,34 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/claimstore/claimstore/claimstore"
 )
 
 func main() {
-	os.Exit(int(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)))
+	os.Exit(int(run(os.Args[1:], os.Stdin, stdout(), os.Stderr, os.Getenv)))
+}
+
+// stdout is os.Stdout, or, when claimctl was started with standard output
+// closed, a writer that fails with EBADF as a write to a closed descriptor
+// would: the Go runtime opens /dev/null in place of a closed standard
+// descriptor, which would turn `claimctl acquire >&-` into a silent success
+// whose claim id went nowhere.
+func stdout() io.Writer {
+	if stdoutClosedAtStart() {
+		return closedWriter{}
+	}
+	return os.Stdout
+}
+
+type closedWriter struct{}
+
+func (closedWriter) Write([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "write", Path: "/dev/stdout", Err: fmt.Errorf("%w (standard output was closed when claimctl started)", syscall.EBADF)}
 }
 
 // command is one subcommand of claimctl.
@@ -58,8 +78,58 @@ func lookupCommand(name string) *command {
 }
 
 // run runs claimctl with the given arguments and returns its exit code.
+//
+// Standard output goes through an outWriter: a write that fails (a full
+// disk behind `> file`, /dev/full, a closed descriptor) fails the command
+// with exit 1 and a "write error" on standard error, as git and coreutils
+// do; an acquire whose claim id never reached its caller must not exit 0.
+// A broken pipe keeps its convention: the Go runtime kills the process with
+// SIGPIPE on EPIPE on file descriptor 1 (when SIGPIPE is not ignored), as
+// `claimctl log … | head` expects.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) exitCode {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	out := &outWriter{w: stdout}
+	e := &env{stdin: stdin, stdout: out, stderr: stderr, getenv: getenv}
+	code := run1(e, args)
+	if out.err != nil {
+		name := e.cmdName
+		if name == "" {
+			name = "claimctl"
+		} else {
+			name = "claimctl " + name
+		}
+		msg := fmt.Sprintf("%s: write error: standard output: %v", name, out.err)
+		if e.done != "" {
+			msg += "; the output was lost, but the command's work was done: " + e.done
+		}
+		fmt.Fprintln(stderr, msg)
+		return exitError
+	}
+	return code
+}
+
+// outWriter remembers the first error writing standard output, and writes
+// nothing after it.
+type outWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
+	n, err := o.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		o.err = err
+	}
+	return n, err
+}
+
+func run1(e *env, args []string) exitCode {
+	stdout, stderr := e.stdout, e.stderr
 	if len(args) == 0 {
 		fmt.Fprint(stderr, mainUsage())
 		return exitUsage
@@ -77,6 +147,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		fmt.Fprintf(stderr, "claimctl: unknown command %q\nRun 'claimctl help' for the list of commands.\n", name)
 		return exitUsage
 	}
+	e.cmdName = cmd.name
 	fs, c, runf := cmd.flags()
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -181,7 +252,7 @@ func report(e *env, c *common, err error) exitCode {
 			return xe.code
 		}
 		code, body.Kind = xe.code, "error"
-		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, xe.msg)
+		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, escText(xe.msg))
 	case errors.As(err, &ref):
 		code, body.Kind, body.Code = refusalExit[ref.Code], "refusal", string(ref.Code)
 		body.Reason, body.Hint, body.ClaimID = ref.Reason, ref.Hint, ref.ClaimID
@@ -198,7 +269,7 @@ func report(e *env, c *common, err error) exitCode {
 		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, describeRefusal(ref))
 	default:
 		body.Kind = "error"
-		fmt.Fprintf(e.stderr, "claimctl %s: %v\n", name, err)
+		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, escText(err.Error()))
 	}
 	body.Exit = int(code)
 	if c.json {
@@ -211,12 +282,12 @@ func report(e *env, c *common, err error) exitCode {
 // cause, and what to do, on separate lines.
 func describeRefusal(r *claimstore.Refusal) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "refused (%s, exit %d): %s", r.Code, refusalExit[r.Code], r.Reason)
+	fmt.Fprintf(&b, "refused (%s, exit %d): %s", r.Code, refusalExit[r.Code], escText(r.Reason))
 	if r.Err != nil {
-		fmt.Fprintf(&b, "\n  cause: %v", r.Err)
+		fmt.Fprintf(&b, "\n  cause: %s", escText(r.Err.Error()))
 	}
 	if r.Hint != "" {
-		fmt.Fprintf(&b, "\n  next: %s", r.Hint)
+		fmt.Fprintf(&b, "\n  next: %s", escText(r.Hint))
 	}
 	return b.String()
 }

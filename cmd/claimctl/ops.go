@@ -56,8 +56,13 @@ them to advance and release as --claim, --seat-rev and --session-rev.`,
 					return usagef("--unit %q: %v", *unit, err)
 				}
 			}
-			if c.set["incarnation"] && !json.Valid([]byte(*incarnation)) {
-				return usagef("--incarnation %q is not a JSON value (quote strings: --incarnation '\"x\"')", *incarnation)
+			if c.set["incarnation"] {
+				if !json.Valid([]byte(*incarnation)) {
+					return usagef("--incarnation %q is not a JSON value (quote strings: --incarnation '\"x\"')", *incarnation)
+				}
+				if err := exactJSON(*incarnation); err != nil {
+					return usagef("--incarnation: %v", err)
+				}
 			}
 			host := e.host()
 			pid := os.Getppid()
@@ -81,9 +86,20 @@ them to advance and release as --claim, --seat-rev and --session-rev.`,
 			if err != nil {
 				return err
 			}
+			if err := e.checkMachineID(); err != nil {
+				return err
+			}
 			s, err := e.openStore(rc, true)
 			if err != nil {
 				return err
+			}
+			// The store reads a held head without listing its key, so a
+			// gap below it would be refused as "already active, wait for
+			// the owner": look for gaps first and name them.
+			for _, k := range []claimstore.Key{seat, session} {
+				if g := gapOf(s, k); g != nil {
+					return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, Reason: g.reason(), Hint: gapHint(s)}
+				}
 			}
 			f := claimstore.AcquireFields{ClaimID: *claimID, Owner: owner, UnitName: *unit}
 			if len(sets) > 0 {
@@ -156,6 +172,22 @@ func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *
 			Reason: fmt.Sprintf(format, a...),
 			Hint:   "read the heads with `claimctl show` and the history with `claimctl log`; name the claim's own last revisions with --seat-rev and --session-rev"}
 	}
+	// A claim id that no revision of either key carries is not a claim
+	// that moved: it is not found (exit 1), a mistyped id or wrong keys.
+	notFound := func() error {
+		for _, k := range []claimstore.Key{seat, session} {
+			revs, err := s.Revisions(k)
+			if err != nil {
+				return nil
+			}
+			for _, r := range revs {
+				if r.Record != nil && r.Record.ClaimID == id {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("claim %s not found: no revision of %s (%s) or %s (%s) belongs to it; check the id (acquire printed it) and the keys", id, seat, s.KeyDir(seat), session, s.KeyDir(session))
+	}
 	cl := &claimstore.Claim{ID: id, Seat: seat, Session: session}
 	var recs [2]*claimstore.Record
 	for i, k := range []claimstore.Key{seat, session} {
@@ -167,6 +199,9 @@ func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *
 			data, err := s.Backend().Read(k.Loc(), n)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
+				if err := notFound(); err != nil {
+					return nil, err
+				}
 				return nil, refuse("%s has no revision %d (%s)", k, n, s.KeyDir(k))
 			case err != nil:
 				damage = err
@@ -179,6 +214,9 @@ func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *
 				return nil, fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(k), err)
 			}
 			if h.N == 0 {
+				if err := notFound(); err != nil {
+					return nil, err
+				}
 				return nil, refuse("%s has no revisions, so claim %s does not hold it", k, id)
 			}
 			n, rec, damage = h.N, h.Record, h.Damage
@@ -187,6 +225,9 @@ func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *
 			return nil, refuse("revision %d of %s is damaged: %v", n, k, damage)
 		}
 		if rec.ClaimID != id {
+			if err := notFound(); err != nil {
+				return nil, err
+			}
 			return nil, refuse("revision %d of %s belongs to claim %s, not %s", n, k, rec.ClaimID, id)
 		}
 		recs[i] = rec
@@ -253,9 +294,6 @@ frees such a claim on an absent unit.`,
 				p.Fields[k] = v
 			}
 			if *marker {
-				if _, dup := sets["spawnMarker"]; dup {
-					return usagef("--spawn-marker and --set spawnMarker=...: give one")
-				}
 				p.Fields["spawnMarker"] = true
 			}
 			if p.State == "" && len(p.Fields) == 0 {
@@ -336,6 +374,9 @@ func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *r
 	if err != nil {
 		return err
 	}
+	if err := e.checkMachineID(); err != nil {
+		return err
+	}
 	s, err := e.openStore(rc, true)
 	if err != nil {
 		return err
@@ -345,6 +386,10 @@ func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *r
 		return err
 	}
 	if err := step(s, cl); err != nil {
+		var ref *claimstore.Refusal
+		if errors.As(err, &ref) {
+			gapRefusal(s, ref, seat, session)
+		}
 		return err
 	}
 	return printClaim(e, c, s, cl, verb)
@@ -358,6 +403,7 @@ func printClaim(e *env, c *common, s *claimstore.Store, cl *claimstore.Claim, ve
 		State: string(r.State), Proof: proofOut(r.Proof), UnitName: r.UnitName(), SpawnMarker: r.SpawnMarker()}
 	o := judgeOwner(s.Host(), r)
 	j.Owner = &o
+	e.done = fmt.Sprintf("claim %s was %s: seat r%d, session r%d, state %s, under %s; `claimctl show --root %s --claim %s` shows it", cl.ID, verb, cl.SeatRev, cl.SessionRev, r.State, s.Root(), shellQuote(s.Root()), cl.ID)
 	if c.json {
 		writeJSON(e.stdout, j)
 		return nil
@@ -373,7 +419,7 @@ func printClaim(e *env, c *common, s *claimstore.Store, cl *claimstore.Claim, ve
 	fmt.Fprintf(tw, "state\t%s\n", st)
 	if j.State != string(claimstore.Stopped) {
 		fmt.Fprintf(tw, "owner\tpid %d (%s)\n", o.PID, o.State)
-		fmt.Fprintf(tw, "unit\t%s\n", j.UnitName)
+		fmt.Fprintf(tw, "unit\t%s\n", esc(j.UnitName))
 	}
 	if j.State != string(claimstore.Stopped) {
 		fmt.Fprintf(tw, "next\t--claim %s --seat-rev %s --session-rev %s\n", j.ClaimID, strconv.FormatUint(j.SeatRev, 10), strconv.FormatUint(j.SessionRev, 10))
