@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/hostid"
@@ -26,6 +27,9 @@ const (
 	// A file to read the machine id from instead of /etc/machine-id, to
 	// test a missing, empty or malformed one.
 	envTestMachineIDFile = "CLAIMCTL_TEST_MACHINE_ID_FILE"
+	// "session-write": writing a session key's revision fails with ENOSPC
+	// (a step cut between its keys by an I/O error).
+	envTestFail = "CLAIMCTL_TEST_FAIL"
 )
 
 // testHooks is set by the test binary's entry point only. When it is set,
@@ -131,6 +135,14 @@ func abs(p string) string {
 // created.
 func (e *env) openStore(rc rootChoice, write bool) (*claimstore.Store, error) {
 	opts := &claimstore.Options{Host: e.host()}
+	if testHooks && e.getenv(envTestFail) == "session-write" {
+		opts.Barrier = func(p claimstore.Point) error {
+			if p.Barrier == claimstore.BarrierTempWritten && p.Key.Kind == claimstore.KindSession {
+				return &fs.PathError{Op: "write", Path: filepath.Join(rc.Path, string(p.Key.Kind), p.Key.Hash()), Err: syscall.ENOSPC}
+			}
+			return nil
+		}
+	}
 	if write && rc.Default {
 		if err := os.MkdirAll(filepath.Dir(rc.Path), 0o700); err != nil {
 			return nil, fmt.Errorf("cannot create the parent of the default claim root %s: %w; create it, or pass --root", rc.Path, err)

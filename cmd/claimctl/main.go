@@ -228,6 +228,11 @@ type errorBodyJSON struct {
 	Command string    `json:"command"`
 	Root    string    `json:"root,omitempty"`
 	Cause   *string   `json:"cause,omitempty"`
+	// A step cut between its keys: what was published, what was not, and
+	// the command that finishes it.
+	Published   *publishedJSON `json:"published,omitempty"`
+	Unpublished *publishedJSON `json:"unpublished,omitempty"`
+	Finish      string         `json:"finish,omitempty"`
 }
 
 // report turns a command's error into its message and exit code.
@@ -269,6 +274,10 @@ func report(e *env, c *common, err error) exitCode {
 		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, describeRefusal(ref))
 	default:
 		body.Kind = "error"
+		var cut *stepCutError
+		if errors.As(err, &cut) {
+			body.Published, body.Unpublished, body.Finish = &cut.published, &cut.pending, cut.finish
+		}
 		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, escText(err.Error()))
 	}
 	body.Exit = int(code)

@@ -142,6 +142,7 @@ func params(dir string) testscript.Params {
 			e.Setenv(envTestBootID, "")
 			e.Setenv(envTestMachineID, "")
 			e.Setenv(envTestMachineIDFile, "")
+			e.Setenv(envTestFail, "")
 			e.Setenv("ROOT", e.WorkDir+"/root")
 			return nil
 		},
