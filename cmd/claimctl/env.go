@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/hostid"
@@ -50,6 +51,9 @@ type env struct {
 	// done says what the command did on disk, for the write error message
 	// when its output could not be written: "claim c… was acquired …".
 	done string
+
+	progressStart time.Time
+	progressShown bool
 }
 
 // host returns the machine facts to judge by.
@@ -259,4 +263,34 @@ func quoteAll(names []string) string {
 		q[i] = strconv.Quote(n)
 	}
 	return strings.Join(q, ", ")
+}
+
+// progress shows done/total (total 0: unknown) and a rate on standard
+// error, only when it is a terminal: a log or a pipe gets nothing extra.
+func (e *env) progress(what string, done, total int) {
+	if !isTerminal(e.stderr) {
+		return
+	}
+	if e.progressStart.IsZero() {
+		e.progressStart = time.Now()
+	}
+	el := time.Since(e.progressStart).Seconds()
+	rate := ""
+	if el > 0.2 {
+		rate = fmt.Sprintf(", %.0f/s", float64(done)/el)
+	}
+	if total > 0 {
+		fmt.Fprintf(e.stderr, "\r\x1b[K%s: %d/%d%s", what, done, total, rate)
+	} else {
+		fmt.Fprintf(e.stderr, "\r\x1b[K%s: %d%s", what, done, rate)
+	}
+	e.progressShown = true
+}
+
+// progressDone clears the progress line.
+func (e *env) progressDone() {
+	if e.progressShown {
+		fmt.Fprint(e.stderr, "\r\x1b[K")
+		e.progressShown = false
+	}
 }

@@ -43,6 +43,7 @@ type command struct {
 	summary string // one line
 	doc     string // paragraphs after the synopsis in `claimctl help NAME`
 	noRoot  bool   // the command does not take --root
+	aliases []string
 	// define registers the command's own flags on fs and returns the
 	// function that runs it once the flags are parsed.
 	define func(fs *flag.FlagSet, c *common) func(e *env) error
@@ -62,7 +63,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		showCmd, logCmd, classifyCmd, fsckCmd,
+		listCmd, showCmd, logCmd, classifyCmd, fsckCmd,
 		acquireCmd, advanceCmd, releaseCmd,
 		versionCmd, helpCmd,
 	}
@@ -72,6 +73,11 @@ func lookupCommand(name string) *command {
 	for _, c := range commands {
 		if c.name == name {
 			return c
+		}
+		for _, a := range c.aliases {
+			if a == name {
+				return c
+			}
 		}
 	}
 	return nil
