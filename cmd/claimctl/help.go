@@ -88,7 +88,7 @@ func mainUsage() string {
 	b.WriteString(`claimctl is the operator tool of claimstore: crash-safe writer claims on seats
 and sessions, kept as append-only revisions under a claim root.
 
-usage: claimctl COMMAND [flags]
+usage: claimctl [--root DIR] [--json] COMMAND [flags]
 
 Commands:
 `)
@@ -99,7 +99,8 @@ Commands:
 	tw.Flush()
 	b.WriteString(`
 Every command takes --json (one JSON document on standard output; NDJSON for
-classify --all) and, except version and help, --root DIR. The root is --root,
+classify --all) and, except version and help, --root DIR; these two may also
+come before the command (claimctl --root DIR show ...), not in both places. The root is --root,
 else $CLAIMSTORE_ROOT, else /var/lib/claimstore for root and
 $XDG_STATE_HOME/claimstore (or ~/.local/state/claimstore) for others.
 

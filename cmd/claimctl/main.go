@@ -113,6 +113,57 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	return code
 }
 
+// globalFlag is a flag given before the command.
+type globalFlag struct{ name, value string }
+
+type globalFlags []globalFlag
+
+func (g globalFlags) names() []string {
+	var out []string
+	for _, f := range g {
+		out = append(out, "--"+f.name)
+	}
+	return out
+}
+
+// globalFlagNames are the flags accepted before the command: the common
+// flags, which mean the same for every command.
+var globalFlagNames = map[string]bool{"root": true, "json": true}
+
+// parseGlobal takes the flags before the command: --root DIR, --root=DIR,
+// --json (one or two dashes). -h, --help and --version are left for the
+// command switch. A flag given twice before the command is a usage error.
+func parseGlobal(args []string) (globalFlags, []string, error) {
+	var g globalFlags
+	seen := map[string]bool{}
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" {
+		a := args[0]
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case a == "--":
+			return g, args[1:], nil
+		case name == "h" || name == "help" || name == "version":
+			return g, args, nil
+		case !globalFlagNames[name]:
+			return nil, nil, fmt.Errorf("flag %s before the command is not a global flag (only --root and --json are); put it after the command", a)
+		case seen[name]:
+			return nil, nil, fmt.Errorf("--%s is given twice before the command", name)
+		case name == "json" && !hasValue:
+			value = "true"
+		case name == "root" && !hasValue:
+			if len(args) < 2 {
+				return nil, nil, fmt.Errorf("flag needs an argument: %s", a)
+			}
+			value = args[1]
+			args = args[1:]
+		}
+		seen[name] = true
+		g = append(g, globalFlag{name, value})
+		args = args[1:]
+	}
+	return g, args, nil
+}
+
 // outWriter remembers the first error writing standard output, and writes
 // nothing after it.
 type outWriter struct {
@@ -136,7 +187,17 @@ func (o *outWriter) Write(p []byte) (int, error) {
 
 func run1(e *env, args []string) exitCode {
 	stdout, stderr := e.stdout, e.stderr
+	// Global flags may come before the command, as git, systemctl and
+	// etcdctl accept: claimctl --root DIR show …
+	global, args, err := parseGlobal(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "claimctl: %v\nRun 'claimctl help' for usage.\n", err)
+		return exitUsage
+	}
 	if len(args) == 0 {
+		if len(global) > 0 {
+			fmt.Fprintf(stderr, "claimctl: a command must follow %s\n", strings.Join(global.names(), " "))
+		}
 		fmt.Fprint(stderr, mainUsage())
 		return exitUsage
 	}
@@ -164,6 +225,18 @@ func run1(e *env, args []string) exitCode {
 	}
 	c.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	for _, g := range global {
+		if c.set[g.name] {
+			return report(e, c, usagef("--%s is given both before and after the command; give it once", g.name))
+		}
+		if fs.Lookup(g.name) == nil {
+			return report(e, c, usagef("--%s: %s takes no such flag", g.name, cmd.name))
+		}
+		if err := fs.Set(g.name, g.value); err != nil {
+			return report(e, c, usagef("--%s %q: %v", g.name, g.value, err))
+		}
+		c.set[g.name] = true
+	}
 	c.rootSet = c.set["root"]
 	if fs.NArg() > 0 && cmd != helpCmd {
 		return report(e, c, usagef("unexpected argument %q: every value is given by a flag", fs.Arg(0)))
