@@ -80,6 +80,14 @@ left uncertain (with --all: when any pair or key stays held, for any reason);
 			if e.rootMissing("classify", rc) && *all && !rc.Default {
 				return exitErr{code: exitError, msg: fmt.Sprintf("there is no claim root at %s to walk; pass the root with --root", rc.Path)}
 			}
+			if err := e.checkMachineID(); err != nil {
+				return err
+			}
+			if *all {
+				if err := checkClaimRoot(rc); err != nil {
+					return err
+				}
+			}
 			s, err := e.openStore(rc, !*dry)
 			if err != nil {
 				return err
@@ -122,6 +130,9 @@ func pairExit(res *claimstore.Result) exitCode {
 }
 
 func classifyOut(s *claimstore.Store, seat, session claimstore.Key, res *claimstore.Result) classifyJSON {
+	if res.Damaged {
+		gapRefusal(s, res.Refusal, seat, session)
+	}
 	j := classifyJSON{Type: "pair", Seat: keyOut(seat, s.Root()), Session: keyOut(session, s.Root()),
 		ClaimID: res.ClaimID, Outcome: string(res.Outcome), Free: res.Free(), DryRun: res.DryRun,
 		Proof: proofOut(res.Proof), Published: []publishedJSON{}, Completed: res.Completed, Damaged: res.Damaged,
@@ -149,7 +160,7 @@ func classifyOut(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 func judgeOwnerFromResult(s *claimstore.Store, res *claimstore.Result) ownerJSON {
 	j := ownerJSON{State: string(res.Owner), Reason: res.OwnerReason}
 	if o, err := res.Record.Owner(); err == nil {
-		j.PID, j.Start, j.Boot, j.Incarnation, j.PIDNS = o.PID, o.Start, o.Boot, o.Incarnation, o.PIDNS
+		j.PID, j.Start, j.Boot, j.Incarnation, j.PIDNS = o.PID, o.Start, o.Boot, validJSON(o.Incarnation), o.PIDNS
 	}
 	if j.State == "" {
 		// Judged before the owner (another machine, damage, two claims).
@@ -223,26 +234,26 @@ func printClassify(w io.Writer, s *claimstore.Store, j *classifyJSON) {
 		fmt.Fprintf(tw, "claim\t%s\n", j.ClaimID)
 	}
 	if j.Owner != nil && j.Owner.State != "" {
-		fmt.Fprintf(tw, "owner\tpid %d: %s (%s)\n", j.Owner.PID, j.Owner.State, j.Owner.Reason)
+		fmt.Fprintf(tw, "owner\tpid %d: %s (%s)\n", j.Owner.PID, j.Owner.State, escText(j.Owner.Reason))
 	}
 	if j.Unit != nil {
-		fmt.Fprintf(tw, "unit\t%s: %s (%s)\n", orDash(j.Unit.Name), j.Unit.State, j.Unit.Detail)
+		fmt.Fprintf(tw, "unit\t%s: %s (%s)\n", orDash(esc(j.Unit.Name)), j.Unit.State, escText(j.Unit.Detail))
 	}
 	fmt.Fprintf(tw, "outcome\t%s\n", j.Outcome)
 	if j.Refusal != nil {
 		fmt.Fprintf(tw, "refusal\t%s\n", j.Refusal.Code)
 	}
 	if j.BootProof != nil {
-		fmt.Fprintf(tw, "boot proof\t%s (boot %s ended; now %s)\n", j.BootProof.Path, j.BootProof.RecordedBootID, j.BootProof.CurrentBootID)
+		fmt.Fprintf(tw, "boot proof\t%s (boot %s ended; now %s)\n", esc(j.BootProof.Path), esc(j.BootProof.RecordedBootID), esc(j.BootProof.CurrentBootID))
 	}
 	verb := "published"
 	if j.DryRun {
 		verb = "would publish"
 	}
 	for _, p := range j.Published {
-		fmt.Fprintf(tw, "%s\t%s r%d %s  %s\n", verb, p.Key.Kind, p.Revision, p.State, p.Path)
+		fmt.Fprintf(tw, "%s\t%s r%d %s  %s\n", verb, p.Key.Kind, p.Revision, p.State, esc(p.Path))
 	}
-	fmt.Fprintf(tw, "why\t%s\n", j.Why)
+	fmt.Fprintf(tw, "why\t%s\n", escText(j.Why))
 	tw.Flush()
 }
 
@@ -270,18 +281,18 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 				kj := keyOut(*k, s.Root())
 				j.Key = &kj
 			}
-			line, text = j, fmt.Sprintf("orphan\t%s\t%s", j.Dir, j.Reason)
+			line, text = j, fmt.Sprintf("orphan\t%s\t%s", esc(j.Dir), escText(j.Reason))
 		case pr.Err != nil:
 			var ref *claimstore.Refusal
 			if errors.As(pr.Err, &ref) {
 				j := classifyJSON{Type: "pair", Seat: keyOut(*pr.Seat, s.Root()), Session: keyOut(*pr.Session, s.Root()), ClaimID: ref.ClaimID,
 					Outcome: string(claimstore.OutcomeUncertain), DryRun: opts.DryRun, Published: []publishedJSON{}, Refusal: refusalOut(ref),
 					Exit: int(refusalExit[ref.Code]), Why: ref.Error()}
-				line, text = j, fmt.Sprintf("refused\t%s + %s\t%s", describeKeyJSON(j.Seat), describeKeyJSON(j.Session), j.Why)
+				line, text = j, fmt.Sprintf("refused\t%s + %s\t%s", describeKeyJSON(j.Seat), describeKeyJSON(j.Session), escText(j.Why))
 				break
 			}
 			j := pairErrorJSON{Type: "error", Seat: keyOut(*pr.Seat, s.Root()), Session: keyOut(*pr.Session, s.Root()), Error: pr.Err.Error()}
-			line, text = j, fmt.Sprintf("error\t%s + %s\t%s", describeKeyJSON(j.Seat), describeKeyJSON(j.Session), j.Error)
+			line, text = j, fmt.Sprintf("error\t%s + %s\t%s", describeKeyJSON(j.Seat), describeKeyJSON(j.Session), escText(j.Error))
 		default:
 			j := classifyOut(s, *pr.Seat, *pr.Session, pr.Result)
 			if j.Outcome == string(claimstore.OutcomeStopped) && len(j.Published) > 0 && j.Proof != nil {
@@ -293,7 +304,7 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 				if j.Refusal != nil && j.Refusal.Code != string(claimstore.UnsafeReplacement) {
 					label += " (" + j.Refusal.Code + ")"
 				}
-				text = fmt.Sprintf("%s\t%s + %s\t%s", label, describeKeyJSON(j.Seat), describeKeyJSON(j.Session), j.Why)
+				text = fmt.Sprintf("%s\t%s + %s\t%s", label, describeKeyJSON(j.Seat), describeKeyJSON(j.Session), escText(j.Why))
 			}
 		}
 		if c.json {
@@ -327,13 +338,16 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 	for k, v := range sum.Refused {
 		j.Refused[string(k)] = v
 	}
+	if werr != nil {
+		// No summary: its counts would cover only the part walked (all
+		// zeros when the listing failed) and read as a clean root. The
+		// lines above, if any, stand; the error says where it stopped.
+		return exitErr{code: exitError, msg: fmt.Sprintf("the walk of %s stopped after %d pairs and keys, so there is no summary: %v; fix the cause and run classify --all again", s.Root(), n, werr)}
+	}
 	if c.json {
 		writeJSON(e.stdout, j)
 	} else {
 		printSummary(e.stdout, &j)
-	}
-	if werr != nil {
-		return exitErr{code: exitError, msg: fmt.Sprintf("the walk of %s stopped: %v", s.Root(), werr)}
 	}
 	if code != exitOK && !c.json {
 		fmt.Fprintf(e.stderr, "claimctl classify: %s\n", summaryNext(&j))

@@ -4,6 +4,7 @@
 //
 // Usage:
 //
+//	claimctl list     [--root DIR] [--json] [--all] [--state STATE]
 //	claimctl show     [--root DIR] [--json] (--seat S --project P --workspace W [--session ID] | --session ID | --claim ID)
 //	claimctl log      [--root DIR] [--json] [--full] (--seat S --project P --workspace W | --session ID)
 //	claimctl classify [--root DIR] [--json] [--dry-run] [--units auto|user|system|none] [--bus ADDR] (PAIR | --all)

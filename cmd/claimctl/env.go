@@ -7,6 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/hostid"
@@ -20,6 +25,14 @@ const (
 	// build, whose main does not set testHooks.
 	envTestBootID    = "CLAIMCTL_TEST_BOOT_ID"
 	envTestMachineID = "CLAIMCTL_TEST_MACHINE_ID"
+	// A file to read the machine id from instead of /etc/machine-id, to
+	// test a missing, empty or malformed one.
+	envTestMachineIDFile = "CLAIMCTL_TEST_MACHINE_ID_FILE"
+	// "session-link": linking a session key's revision fails with ENOSPC
+	// (a step cut between its keys by an I/O error: the seat revision is
+	// published, the session revision prepared but not linked). A failure
+	// while preparing the session revision publishes neither.
+	envTestFail = "CLAIMCTL_TEST_FAIL"
 )
 
 // testHooks is set by the test binary's entry point only. When it is set,
@@ -35,6 +48,14 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+
+	cmdName string // the command run, for messages
+	// done says what the command did on disk, for the write error message
+	// when its output could not be written: "claim c… was acquired …".
+	done string
+
+	progressStart time.Time
+	progressShown bool
 }
 
 // host returns the machine facts to judge by.
@@ -42,7 +63,25 @@ func (e *env) host() hostid.Host {
 	if !testHooks {
 		return hostid.System
 	}
-	return hostid.Override{Host: hostid.System, Machine: e.getenv(envTestMachineID), Boot: e.getenv(envTestBootID)}
+	base := hostid.System
+	if f := e.getenv(envTestMachineIDFile); f != "" {
+		base = hostid.FromFiles([]string{f}, "")
+	}
+	return hostid.Override{Host: base, Machine: e.getenv(envTestMachineID), Boot: e.getenv(envTestBootID)}
+}
+
+// checkMachineID fails a command that judges or takes claims when this
+// machine's own id cannot be read. Without it every claim would compare
+// unequal to "this machine" and read as another machine's (foreign-host):
+// the operator would go looking for a machine that does not exist, when
+// the fault is this one's configuration.
+func (e *env) checkMachineID() error {
+	if _, err := e.host().MachineID(); err != nil {
+		return fmt.Errorf("this machine's id cannot be read (%v): this machine is misconfigured — nothing here says the claims belong to another machine; "+
+			"fix it as root with `systemd-machine-id-setup` (or write the machine's id, 32 lowercase hex digits and a newline, to /etc/machine-id), then run claimctl again; "+
+			"if the id changed, claims taken under the old id read as another machine's until the old id is restored (see `claimctl help root`)", err)
+	}
+	return nil
 }
 
 // rootChoice is the claim root and where it came from.
@@ -102,6 +141,17 @@ func abs(p string) string {
 // created.
 func (e *env) openStore(rc rootChoice, write bool) (*claimstore.Store, error) {
 	opts := &claimstore.Options{Host: e.host()}
+	if testHooks && e.getenv(envTestFail) == "session-link" {
+		opts.Barrier = func(p claimstore.Point) error {
+			// Between the keys: the seat revision is durable, the session
+			// revision prepared and about to be linked.
+			if p.Barrier == claimstore.BarrierBetweenKeys {
+				session := filepath.Join(rc.Path, string(claimstore.KindSession))
+				return &fs.PathError{Op: "link", Path: session, Err: syscall.ENOSPC}
+			}
+			return nil
+		}
+	}
 	if write && rc.Default {
 		if err := os.MkdirAll(filepath.Dir(rc.Path), 0o700); err != nil {
 			return nil, fmt.Errorf("cannot create the parent of the default claim root %s: %w; create it, or pass --root", rc.Path, err)
@@ -145,6 +195,9 @@ func (e *env) rootMissing(cmd string, rc rootChoice) bool {
 
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
+	if o, ok := w.(*outWriter); ok {
+		w = o.w
+	}
 	f, ok := w.(*os.File)
 	return ok && isTerminalFd(int(f.Fd()))
 }
@@ -170,4 +223,82 @@ func (emptyBackend) Proofs() ([]string, error)                       { return ni
 func (emptyBackend) Sync(claimstore.Loc, uint64) error               { return nil }
 func (b emptyBackend) Prepare(claimstore.Loc, uint64, []byte, func(claimstore.Barrier) error) (claimstore.Prepared, error) {
 	return nil, b.errWrite()
+}
+
+// claimRootDirs are the only entries a claim root holds.
+var claimRootDirs = []string{string(claimstore.KindSeat), string(claimstore.KindSession), claimstore.ProofDir}
+
+// checkClaimRoot refuses, for the commands that walk a whole root (fsck,
+// classify --all, list), a directory that is evidently not a claim root: it
+// holds entries, and none of them is seat/, session/ or proofs/. Walking
+// /proc or /var/lib would report every entry as a stray file, hundreds of
+// findings that bury the real mistake, a wrong --root. An empty directory
+// is an empty root (nothing claimed yet); a root holding seat/ and strays is
+// a claim root with findings, which fsck reports one by one.
+func checkClaimRoot(rc rootChoice) error {
+	f, err := os.Open(rc.Path)
+	if err != nil {
+		return nil // the store's own checks say what is wrong
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil || len(names) == 0 {
+		return nil
+	}
+	for _, n := range names {
+		for _, d := range claimRootDirs {
+			if n == d {
+				return nil
+			}
+		}
+	}
+	sort.Strings(names)
+	shown := names
+	if len(shown) > 3 {
+		shown = shown[:3]
+	}
+	more := ""
+	if len(names) > len(shown) {
+		more = fmt.Sprintf(", … (%d in all)", len(names))
+	}
+	return fmt.Errorf("%s (from %s) is not a claim root: it holds %s%s and none of seat/, session/ or proofs/, which are all a claim root holds; pass the claim root with --root (or %s)",
+		rc.Path, rc.Source, quoteAll(shown), more, envRoot)
+}
+
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// progress shows done/total (total 0: unknown) and a rate on standard
+// error, only when it is a terminal: a log or a pipe gets nothing extra.
+func (e *env) progress(what string, done, total int) {
+	if !isTerminal(e.stderr) {
+		return
+	}
+	if e.progressStart.IsZero() {
+		e.progressStart = time.Now()
+	}
+	el := time.Since(e.progressStart).Seconds()
+	rate := ""
+	if el > 0.2 {
+		rate = fmt.Sprintf(", %.0f/s", float64(done)/el)
+	}
+	if total > 0 {
+		fmt.Fprintf(e.stderr, "\r\x1b[K%s: %d/%d%s", what, done, total, rate)
+	} else {
+		fmt.Fprintf(e.stderr, "\r\x1b[K%s: %d%s", what, done, rate)
+	}
+	e.progressShown = true
+}
+
+// progressDone clears the progress line.
+func (e *env) progressDone() {
+	if e.progressShown {
+		fmt.Fprint(e.stderr, "\r\x1b[K")
+		e.progressShown = false
+	}
 }

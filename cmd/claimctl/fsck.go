@@ -43,6 +43,9 @@ Exit: 0 when there are no findings of severity error (warnings are listed);
 			} else if _, err := os.Lstat(rc.Path); err != nil {
 				return fmt.Errorf("claim root %s (from %s): %w; pass the root to check with --root", rc.Path, rc.Source, err)
 			}
+			if err := checkClaimRoot(rc); err != nil {
+				return err
+			}
 			s, err := e.openStore(rc, false)
 			if err != nil {
 				return err
@@ -71,7 +74,7 @@ Exit: 0 when there are no findings of severity error (warnings are listed);
 			} else {
 				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 				for _, f := range j.Findings {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Severity, f.Kind, f.Path, f.Message)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Severity, f.Kind, esc(f.Path), escText(f.Message))
 				}
 				tw.Flush()
 				fmt.Fprintf(e.stdout, "%s: %d keys, %d revisions, %d proofs; %d errors, %d warnings", j.Root, j.Keys, j.Revisions, j.Proofs, j.Errors, j.Warnings)

@@ -88,7 +88,7 @@ func mainUsage() string {
 	b.WriteString(`claimctl is the operator tool of claimstore: crash-safe writer claims on seats
 and sessions, kept as append-only revisions under a claim root.
 
-usage: claimctl COMMAND [flags]
+usage: claimctl [--root DIR] [--json] COMMAND [flags]
 
 Commands:
 `)
@@ -99,7 +99,8 @@ Commands:
 	tw.Flush()
 	b.WriteString(`
 Every command takes --json (one JSON document on standard output; NDJSON for
-classify --all) and, except version and help, --root DIR. The root is --root,
+classify --all) and, except version and help, --root DIR; these two may also
+come before the command (claimctl --root DIR show ...), not in both places. The root is --root,
 else $CLAIMSTORE_ROOT, else /var/lib/claimstore for root and
 $XDG_STATE_HOME/claimstore (or ~/.local/state/claimstore) for others.
 
@@ -173,6 +174,12 @@ directory, or writable by other users is refused. Commands that only read
 (show, log, classify --dry-run) create nothing; on a root that does not exist
 they see no revisions. fsck and classify --all fail (exit 1) on a missing root
 named by --root or $CLAIMSTORE_ROOT, a likely typo, and report an empty root
-for the default one.
+for the default one. They refuse a directory that holds entries and none of
+seat/, session/ or proofs/: it is not a claim root.
+
+Claims record this machine's id (/etc/machine-id). When it cannot be read,
+the commands that judge or take claims fail and say how to fix it. If it
+changed, claims taken under the old id read as another machine's: put the old
+id back, classify or release them, then install the new one (REFERENCE.md).
 `)
 }

@@ -257,6 +257,30 @@ type versionJSON struct {
 	Go      string `json:"go"`
 }
 
+type listJSON struct {
+	Root    string          `json:"root"`
+	Entries []listEntryJSON `json:"entries"`
+	Pairs   int             `json:"pairs"`
+	Orphans int             `json:"orphans"`
+	Free    int             `json:"free"`
+	Keys    int             `json:"keys"`
+}
+
+type listEntryJSON struct {
+	Type      string     `json:"type"` // pair, orphan, free
+	State     string     `json:"state"`
+	Held      bool       `json:"held"`
+	ClaimID   string     `json:"claimId,omitempty"`
+	Owner     *ownerJSON `json:"owner,omitempty"`
+	UnitName  string     `json:"unitName,omitempty"`
+	WrittenAt string     `json:"writtenAt,omitempty"`
+	Age       *float64   `json:"age,omitempty"`
+	Seat      *keyJSON   `json:"seat,omitempty"`
+	Session   *keyJSON   `json:"session,omitempty"`
+	Dir       string     `json:"dir,omitempty"`
+	Why       string     `json:"why"`
+}
+
 // jsonType is one JSON document or object type, for the docs.
 type jsonType struct {
 	Name   string // as REFERENCE.md and `claimctl help json` title it
@@ -462,17 +486,42 @@ var jsonTypes = []jsonType{
 	{"error", errorJSON{}, "`--json`: the document a failing command writes to standard output", map[string]string{
 		"error": "the failure (an `errorBody`)",
 	}},
+	{"list", listJSON{}, "`list --json`", map[string]string{
+		"root":    "the claim root read",
+		"entries": "the lines, sorted as the text is (each a `listEntry`); only those in `--state` when given",
+		"pairs":   "held pairs listed",
+		"orphans": "held keys listed without a partner (or unreadable)",
+		"free":    "free keys listed (`--all`)",
+		"keys":    "key directories read",
+	}},
+	{"listEntry", listEntryJSON{}, "`list`: one held pair, orphan key or (with `--all`) free key", map[string]string{
+		"type":      "`pair`, `orphan` or `free`",
+		"state":     "the state it reads as (a pair: the more conservative key's), or `damaged`",
+		"held":      "whether it is held",
+		"claimId":   "the claim at the head",
+		"owner":     "the recorded owner, judged now (an `owner`)",
+		"unitName":  "the claim's systemd unit",
+		"writtenAt": "when the head (the seat's, for a pair) was written (informational)",
+		"age":       "seconds since `writtenAt`, when it parses (informational)",
+		"seat":      "the seat key (a `key`)",
+		"session":   "the session key (a `key`)",
+		"dir":       "the key directory, for an orphan or free key",
+		"why":       "why it is held, and what to do",
+	}},
 	{"errorBody", errorBodyJSON{}, "`error`", map[string]string{
-		"exit":    "the exit code",
-		"kind":    "`usage`, `refusal` or `error`",
-		"code":    "the refusal code, for a refusal",
-		"message": "the whole message",
-		"reason":  "what the store saw, for a refusal",
-		"hint":    "what to do, for a refusal",
-		"claimId": "the claim holding the keys, when known",
-		"keys":    "the keys involved (each a `key`)",
-		"command": "the command that failed",
-		"root":    "the claim root, when known",
-		"cause":   "the underlying error, for a refusal that has one",
+		"exit":        "the exit code",
+		"kind":        "`usage`, `refusal` or `error`",
+		"code":        "the refusal code, for a refusal",
+		"message":     "the whole message",
+		"reason":      "what the store saw, for a refusal",
+		"hint":        "what to do, for a refusal",
+		"claimId":     "the claim holding the keys, when known",
+		"keys":        "the keys involved (each a `key`)",
+		"command":     "the command that failed",
+		"root":        "the claim root, when known",
+		"cause":       "the underlying error, for a refusal that has one",
+		"published":   "a step cut between its keys: the revision it published (a `published`: the seat's)",
+		"unpublished": "a step cut between its keys: the revision it did not publish (a `published`: the session's, with the number it will have)",
+		"finish":      "a step cut between its keys: the command that finishes it",
 	}},
 }

@@ -53,7 +53,7 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 				}
 				if *full {
 					if json.Valid(r.Data) {
-						j.Record = bytes.TrimSpace(r.Data)
+						j.Record = validJSON(bytes.TrimSpace(r.Data))
 					} else {
 						j.Record = json.RawMessage("null")
 					}
@@ -64,28 +64,28 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 				writeJSON(e.stdout, out)
 				return nil
 			}
-			fmt.Fprintf(e.stdout, "%s  (%s)\n", k, out.Key.Dir)
+			fmt.Fprintf(e.stdout, "%s  (%s)\n", k, esc(out.Key.Dir))
 			if len(revs) == 0 {
 				fmt.Fprintln(e.stdout, "no revisions: the key is free")
 				return nil
 			}
 			if *full {
 				for i, j := range out.Revisions {
-					fmt.Fprintf(e.stdout, "r%d  %s\n", j.Revision, j.Path)
+					fmt.Fprintf(e.stdout, "r%d  %s\n", j.Revision, esc(j.Path))
 					if j.Damage != "" {
-						fmt.Fprintf(e.stdout, "damaged: %s\n", j.Damage)
+						fmt.Fprintf(e.stdout, "damaged: %s\n", escText(j.Damage))
 					}
-					fmt.Fprintf(e.stdout, "%s\n", bytes.TrimSpace(revs[i].Data))
+					fmt.Fprintf(e.stdout, "%s\n", escJSONText(bytes.TrimSpace(revs[i].Data)))
 				}
 				return nil
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			for _, j := range out.Revisions {
 				if j.Damage != "" {
-					fmt.Fprintf(tw, "r%d\t-\tdamaged\t-\t-\t%s\n", j.Revision, j.Damage)
+					fmt.Fprintf(tw, "r%d\t-\tdamaged\t-\t-\t%s\n", j.Revision, escText(j.Damage))
 					continue
 				}
-				fmt.Fprintf(tw, "r%d\t%s\t%s\tclaim %s\tproof %s\n", j.Revision, orDash(j.WrittenAt), j.State, j.ClaimID, describeProof(j.Proof))
+				fmt.Fprintf(tw, "r%d\t%s\t%s\tclaim %s\tproof %s\n", j.Revision, orDash(esc(j.WrittenAt)), j.State, j.ClaimID, describeProof(j.Proof))
 			}
 			return tw.Flush()
 		}

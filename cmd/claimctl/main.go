@@ -6,14 +6,34 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/claimstore/claimstore/claimstore"
 )
 
 func main() {
-	os.Exit(int(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)))
+	os.Exit(int(run(os.Args[1:], os.Stdin, stdout(), os.Stderr, os.Getenv)))
+}
+
+// stdout is os.Stdout, or, when claimctl was started with standard output
+// closed, a writer that fails with EBADF as a write to a closed descriptor
+// would: the Go runtime opens /dev/null in place of a closed standard
+// descriptor, which would turn `claimctl acquire >&-` into a silent success
+// whose claim id went nowhere.
+func stdout() io.Writer {
+	if stdoutClosedAtStart() {
+		return closedWriter{}
+	}
+	return os.Stdout
+}
+
+type closedWriter struct{}
+
+func (closedWriter) Write([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "write", Path: "/dev/stdout", Err: fmt.Errorf("%w (standard output was closed when claimctl started)", syscall.EBADF)}
 }
 
 // command is one subcommand of claimctl.
@@ -23,6 +43,7 @@ type command struct {
 	summary string // one line
 	doc     string // paragraphs after the synopsis in `claimctl help NAME`
 	noRoot  bool   // the command does not take --root
+	aliases []string
 	// define registers the command's own flags on fs and returns the
 	// function that runs it once the flags are parsed.
 	define func(fs *flag.FlagSet, c *common) func(e *env) error
@@ -42,7 +63,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		showCmd, logCmd, classifyCmd, fsckCmd,
+		listCmd, showCmd, logCmd, classifyCmd, fsckCmd,
 		acquireCmd, advanceCmd, releaseCmd,
 		versionCmd, helpCmd,
 	}
@@ -53,14 +74,130 @@ func lookupCommand(name string) *command {
 		if c.name == name {
 			return c
 		}
+		for _, a := range c.aliases {
+			if a == name {
+				return c
+			}
+		}
 	}
 	return nil
 }
 
 // run runs claimctl with the given arguments and returns its exit code.
+//
+// Standard output goes through an outWriter: a write that fails (a full
+// disk behind `> file`, /dev/full, a closed descriptor) fails the command
+// with exit 1 and a "write error" on standard error, as git and coreutils
+// do; an acquire whose claim id never reached its caller must not exit 0.
+// A broken pipe keeps its convention: the Go runtime kills the process with
+// SIGPIPE on EPIPE on file descriptor 1 (when SIGPIPE is not ignored), as
+// `claimctl log … | head` expects.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) exitCode {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	out := &outWriter{w: stdout}
+	e := &env{stdin: stdin, stdout: out, stderr: stderr, getenv: getenv}
+	code := run1(e, args)
+	if out.err != nil {
+		name := e.cmdName
+		if name == "" {
+			name = "claimctl"
+		} else {
+			name = "claimctl " + name
+		}
+		msg := fmt.Sprintf("%s: write error: standard output: %v", name, out.err)
+		if e.done != "" {
+			msg += "; the output was lost, but the command's work was done: " + e.done
+		}
+		fmt.Fprintln(stderr, msg)
+		return exitError
+	}
+	return code
+}
+
+// globalFlag is a flag given before the command.
+type globalFlag struct{ name, value string }
+
+type globalFlags []globalFlag
+
+func (g globalFlags) names() []string {
+	var out []string
+	for _, f := range g {
+		out = append(out, "--"+f.name)
+	}
+	return out
+}
+
+// globalFlagNames are the flags accepted before the command: the common
+// flags, which mean the same for every command.
+var globalFlagNames = map[string]bool{"root": true, "json": true}
+
+// parseGlobal takes the flags before the command: --root DIR, --root=DIR,
+// --json (one or two dashes). -h, --help and --version are left for the
+// command switch. A flag given twice before the command is a usage error.
+func parseGlobal(args []string) (globalFlags, []string, error) {
+	var g globalFlags
+	seen := map[string]bool{}
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-" {
+		a := args[0]
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case a == "--":
+			return g, args[1:], nil
+		case name == "h" || name == "help" || name == "version":
+			return g, args, nil
+		case !globalFlagNames[name]:
+			return nil, nil, fmt.Errorf("flag %s before the command is not a global flag (only --root and --json are); put it after the command", a)
+		case seen[name]:
+			return nil, nil, fmt.Errorf("--%s is given twice before the command", name)
+		case name == "json" && !hasValue:
+			value = "true"
+		case name == "root" && !hasValue:
+			if len(args) < 2 {
+				return nil, nil, fmt.Errorf("flag needs an argument: %s", a)
+			}
+			value = args[1]
+			args = args[1:]
+		}
+		seen[name] = true
+		g = append(g, globalFlag{name, value})
+		args = args[1:]
+	}
+	return g, args, nil
+}
+
+// outWriter remembers the first error writing standard output, and writes
+// nothing after it.
+type outWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
+	n, err := o.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		o.err = err
+	}
+	return n, err
+}
+
+func run1(e *env, args []string) exitCode {
+	stdout, stderr := e.stdout, e.stderr
+	// Global flags may come before the command, as git, systemctl and
+	// etcdctl accept: claimctl --root DIR show …
+	global, args, err := parseGlobal(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "claimctl: %v\nRun 'claimctl help' for usage.\n", err)
+		return exitUsage
+	}
 	if len(args) == 0 {
+		if len(global) > 0 {
+			fmt.Fprintf(stderr, "claimctl: a command must follow %s\n", strings.Join(global.names(), " "))
+		}
 		fmt.Fprint(stderr, mainUsage())
 		return exitUsage
 	}
@@ -77,6 +214,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		fmt.Fprintf(stderr, "claimctl: unknown command %q\nRun 'claimctl help' for the list of commands.\n", name)
 		return exitUsage
 	}
+	e.cmdName = cmd.name
 	fs, c, runf := cmd.flags()
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -87,6 +225,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	}
 	c.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	for _, g := range global {
+		if c.set[g.name] {
+			return report(e, c, usagef("--%s is given both before and after the command; give it once", g.name))
+		}
+		if fs.Lookup(g.name) == nil {
+			return report(e, c, usagef("--%s: %s takes no such flag", g.name, cmd.name))
+		}
+		if err := fs.Set(g.name, g.value); err != nil {
+			return report(e, c, usagef("--%s %q: %v", g.name, g.value, err))
+		}
+		c.set[g.name] = true
+	}
 	c.rootSet = c.set["root"]
 	if fs.NArg() > 0 && cmd != helpCmd {
 		return report(e, c, usagef("unexpected argument %q: every value is given by a flag", fs.Arg(0)))
@@ -157,6 +307,11 @@ type errorBodyJSON struct {
 	Command string    `json:"command"`
 	Root    string    `json:"root,omitempty"`
 	Cause   *string   `json:"cause,omitempty"`
+	// A step cut between its keys: what was published, what was not, and
+	// the command that finishes it.
+	Published   *publishedJSON `json:"published,omitempty"`
+	Unpublished *publishedJSON `json:"unpublished,omitempty"`
+	Finish      string         `json:"finish,omitempty"`
 }
 
 // report turns a command's error into its message and exit code.
@@ -181,7 +336,7 @@ func report(e *env, c *common, err error) exitCode {
 			return xe.code
 		}
 		code, body.Kind = xe.code, "error"
-		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, xe.msg)
+		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, escText(xe.msg))
 	case errors.As(err, &ref):
 		code, body.Kind, body.Code = refusalExit[ref.Code], "refusal", string(ref.Code)
 		body.Reason, body.Hint, body.ClaimID = ref.Reason, ref.Hint, ref.ClaimID
@@ -198,7 +353,11 @@ func report(e *env, c *common, err error) exitCode {
 		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, describeRefusal(ref))
 	default:
 		body.Kind = "error"
-		fmt.Fprintf(e.stderr, "claimctl %s: %v\n", name, err)
+		var cut *stepCutError
+		if errors.As(err, &cut) {
+			body.Published, body.Unpublished, body.Finish = &cut.published, &cut.pending, cut.finish
+		}
+		fmt.Fprintf(e.stderr, "claimctl %s: %s\n", name, escText(err.Error()))
 	}
 	body.Exit = int(code)
 	if c.json {
@@ -211,12 +370,12 @@ func report(e *env, c *common, err error) exitCode {
 // cause, and what to do, on separate lines.
 func describeRefusal(r *claimstore.Refusal) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "refused (%s, exit %d): %s", r.Code, refusalExit[r.Code], r.Reason)
+	fmt.Fprintf(&b, "refused (%s, exit %d): %s", r.Code, refusalExit[r.Code], escText(r.Reason))
 	if r.Err != nil {
-		fmt.Fprintf(&b, "\n  cause: %v", r.Err)
+		fmt.Fprintf(&b, "\n  cause: %s", escText(r.Err.Error()))
 	}
 	if r.Hint != "" {
-		fmt.Fprintf(&b, "\n  next: %s", r.Hint)
+		fmt.Fprintf(&b, "\n  next: %s", escText(r.Hint))
 	}
 	return b.String()
 }

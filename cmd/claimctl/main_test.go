@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -21,7 +22,7 @@ import (
 // overrides enabled.
 func main1() {
 	testHooks = true
-	os.Exit(int(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)))
+	os.Exit(int(run(os.Args[1:], os.Stdin, stdout(), os.Stderr, os.Getenv)))
 }
 
 func TestMain(m *testing.M) {
@@ -103,6 +104,15 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 			ts.Setenv(args[0], string(b))
 		}
 	},
+	// validutf8 FILE: FILE (stdout, stderr or a file) is valid UTF-8.
+	"validutf8": func(ts *testscript.TestScript, neg bool, args []string) {
+		if len(args) != 1 {
+			ts.Fatalf("usage: validutf8 stdout|stderr|FILE")
+		}
+		if ok := utf8.ValidString(ts.ReadFile(args[0])); ok == neg {
+			ts.Fatalf("%s: valid UTF-8 is %v", args[0], ok)
+		}
+	},
 	// waitgone PID: wait (bounded) until no process PID exists.
 	"waitgone": func(ts *testscript.TestScript, neg bool, args []string) {
 		if len(args) != 1 {
@@ -131,6 +141,8 @@ func params(dir string) testscript.Params {
 			e.Setenv(envRoot, "")
 			e.Setenv(envTestBootID, "")
 			e.Setenv(envTestMachineID, "")
+			e.Setenv(envTestMachineIDFile, "")
+			e.Setenv(envTestFail, "")
 			e.Setenv("ROOT", e.WorkDir+"/root")
 			return nil
 		},

@@ -56,8 +56,13 @@ them to advance and release as --claim, --seat-rev and --session-rev.`,
 					return usagef("--unit %q: %v", *unit, err)
 				}
 			}
-			if c.set["incarnation"] && !json.Valid([]byte(*incarnation)) {
-				return usagef("--incarnation %q is not a JSON value (quote strings: --incarnation '\"x\"')", *incarnation)
+			if c.set["incarnation"] {
+				if !json.Valid([]byte(*incarnation)) {
+					return usagef("--incarnation %q is not a JSON value (quote strings: --incarnation '\"x\"')", *incarnation)
+				}
+				if err := exactJSON(*incarnation); err != nil {
+					return usagef("--incarnation: %v", err)
+				}
 			}
 			host := e.host()
 			pid := os.Getppid()
@@ -81,9 +86,20 @@ them to advance and release as --claim, --seat-rev and --session-rev.`,
 			if err != nil {
 				return err
 			}
+			if err := e.checkMachineID(); err != nil {
+				return err
+			}
 			s, err := e.openStore(rc, true)
 			if err != nil {
 				return err
+			}
+			// The store reads a held head without listing its key, so a
+			// gap below it would be refused as "already active, wait for
+			// the owner": look for gaps first and name them.
+			for _, k := range []claimstore.Key{seat, session} {
+				if g := gapOf(s, k); g != nil {
+					return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, Reason: g.reason(), Hint: gapHint(s)}
+				}
 			}
 			f := claimstore.AcquireFields{ClaimID: *claimID, Owner: owner, UnitName: *unit}
 			if len(sets) > 0 {
@@ -150,11 +166,33 @@ func (r *revFlags) validate(c *common) error {
 
 // loadClaim rebuilds the claim named on the command line, fenced on the
 // given revisions, or on the current heads when they belong to the claim.
-func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *common, r *revFlags) (*claimstore.Claim, error) {
+//
+// It also returns the record of the claim's session revision: when it says
+// less than the seat's (the claim's latest), the claim's last step was cut
+// between the keys. A retry naming the revisions the caller held before
+// that step finds the seat one revision ahead, the claim's own: that
+// revision is taken as the claim's, not as a head that moved.
+func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *common, r *revFlags) (*claimstore.Claim, *claimstore.Record, error) {
 	refuse := func(format string, a ...any) error {
 		return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, ClaimID: id,
 			Reason: fmt.Sprintf(format, a...),
 			Hint:   "read the heads with `claimctl show` and the history with `claimctl log`; name the claim's own last revisions with --seat-rev and --session-rev"}
+	}
+	// A claim id that no revision of either key carries is not a claim
+	// that moved: it is not found (exit 1), a mistyped id or wrong keys.
+	notFound := func() error {
+		for _, k := range []claimstore.Key{seat, session} {
+			revs, err := s.Revisions(k)
+			if err != nil {
+				return nil
+			}
+			for _, r := range revs {
+				if r.Record != nil && r.Record.ClaimID == id {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("claim %s not found: no revision of %s (%s) or %s (%s) belongs to it; check the id (acquire printed it) and the keys", id, seat, s.KeyDir(seat), session, s.KeyDir(session))
 	}
 	cl := &claimstore.Claim{ID: id, Seat: seat, Session: session}
 	var recs [2]*claimstore.Record
@@ -167,27 +205,47 @@ func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *
 			data, err := s.Backend().Read(k.Loc(), n)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
-				return nil, refuse("%s has no revision %d (%s)", k, n, s.KeyDir(k))
+				if err := notFound(); err != nil {
+					return nil, nil, err
+				}
+				return nil, nil, refuse("%s has no revision %d (%s)", k, n, s.KeyDir(k))
 			case err != nil:
 				damage = err
 			default:
 				rec, damage = claimstore.DecodeRecord(data, k, n)
 			}
+			if i == 0 && damage == nil && rec.ClaimID == id {
+				h, err := s.Head(k)
+				if err == nil && h.N == n+1 && h.Record != nil && h.Record.ClaimID == id {
+					// The claim's own newer revision on the seat: a step cut
+					// after it, if the session is still where the caller
+					// says (else the step completed and the fence refuses).
+					if sh, err := s.Head(session); err == nil && sh.N == r.session {
+						n, rec = h.N, h.Record
+					}
+				}
+			}
 		} else {
 			h, err := s.Head(k)
 			if err != nil {
-				return nil, fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(k), err)
+				return nil, nil, fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(k), err)
 			}
 			if h.N == 0 {
-				return nil, refuse("%s has no revisions, so claim %s does not hold it", k, id)
+				if err := notFound(); err != nil {
+					return nil, nil, err
+				}
+				return nil, nil, refuse("%s has no revisions, so claim %s does not hold it", k, id)
 			}
 			n, rec, damage = h.N, h.Record, h.Damage
 		}
 		if damage != nil {
-			return nil, refuse("revision %d of %s is damaged: %v", n, k, damage)
+			return nil, nil, refuse("revision %d of %s is damaged: %v", n, k, damage)
 		}
 		if rec.ClaimID != id {
-			return nil, refuse("revision %d of %s belongs to claim %s, not %s", n, k, rec.ClaimID, id)
+			if err := notFound(); err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, refuse("revision %d of %s belongs to claim %s, not %s", n, k, rec.ClaimID, id)
 		}
 		recs[i] = rec
 		if i == 0 {
@@ -201,14 +259,14 @@ func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *
 	cl.Record = recs[0]
 	mine, err := s.Host().MachineID()
 	if err != nil {
-		return nil, fmt.Errorf("cannot read this machine's id: %w", err)
+		return nil, nil, fmt.Errorf("cannot read this machine's id: %w", err)
 	}
 	if cl.Record.Host.MachineID != mine {
-		return nil, &claimstore.Refusal{Code: claimstore.ForeignHost, Keys: []claimstore.Key{seat, session}, ClaimID: id,
+		return nil, nil, &claimstore.Refusal{Code: claimstore.ForeignHost, Keys: []claimstore.Key{seat, session}, ClaimID: id,
 			Reason: fmt.Sprintf("claim %s was taken on machine %q; this is machine %s", id, cl.Record.Host.MachineID, mine),
 			Hint:   "advance or release the claim on the machine that took it"}
 	}
-	return cl, nil
+	return cl, recs[1], nil
 }
 
 var advanceCmd = &command{
@@ -253,15 +311,25 @@ frees such a claim on an absent unit.`,
 				p.Fields[k] = v
 			}
 			if *marker {
-				if _, dup := sets["spawnMarker"]; dup {
-					return usagef("--spawn-marker and --set spawnMarker=...: give one")
-				}
 				p.Fields["spawnMarker"] = true
 			}
 			if p.State == "" && len(p.Fields) == 0 {
 				return usagef("nothing to advance: give --state, --spawn-marker or --set")
 			}
-			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "advanced", func(s *claimstore.Store, cl *claimstore.Claim) error {
+			satisfied := func(r *claimstore.Record) bool {
+				if r.State == claimstore.Stopped && r.Proof != nil || p.State != "" && r.State != p.State {
+					return false
+				}
+				for name, v := range p.Fields {
+					got, ok := r.Fields.Get(name)
+					want, err := json.Marshal(v)
+					if !ok || err != nil || !jsonEqual(got, want) {
+						return false
+					}
+				}
+				return true
+			}
+			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "advanced", satisfied, func(s *claimstore.Store, cl *claimstore.Claim) error {
 				return s.Advance(cl, p)
 			})
 		}
@@ -294,7 +362,10 @@ release cut between the keys is completed by classify.`,
 			if err != nil {
 				return err
 			}
-			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "released", func(s *claimstore.Store, cl *claimstore.Claim) error {
+			satisfied := func(r *claimstore.Record) bool {
+				return r.State == claimstore.Stopped && r.Proof != nil && r.Proof.Kind == pr.Kind && r.Proof.Ref == pr.Ref
+			}
+			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "released", satisfied, func(s *claimstore.Store, cl *claimstore.Claim) error {
 				return s.Release(cl, pr)
 			})
 		}
@@ -331,20 +402,50 @@ func (r *claimRef) parse(c *common, verb string) (seat, session claimstore.Key, 
 
 // stepClaim opens the root for writing, loads the named claim fenced on the
 // revisions given (or the current heads), runs step on it, and prints it.
-func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *revFlags, verb string, step func(*claimstore.Store, *claimstore.Claim) error) error {
+//
+// satisfied reports whether a record already is what this step publishes:
+// a retry of a step cut between the keys is then finished, not repeated.
+func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *revFlags, verb string, satisfied func(*claimstore.Record) bool, step func(*claimstore.Store, *claimstore.Claim) error) error {
 	rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
 	if err != nil {
+		return err
+	}
+	if err := e.checkMachineID(); err != nil {
 		return err
 	}
 	s, err := e.openStore(rc, true)
 	if err != nil {
 		return err
 	}
-	cl, err := loadClaim(s, id, seat, session, c, rf)
+	cl, sessionRec, err := loadClaim(s, id, seat, session, c, rf)
 	if err != nil {
 		return err
 	}
+	if cutStep(cl, sessionRec) {
+		// The claim's last step reached the seat and not the session.
+		fverb, fflags := finishFlags(cl.Record)
+		finish := stepCommand(fverb, s.Root(), cl, cl.SeatRev, cl.SessionRev, fflags)
+		if !satisfied(cl.Record) {
+			return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, ClaimID: id,
+				Reason: fmt.Sprintf("claim %s's last step was cut between its keys: %s r%d (%s) is the claim's own, %s r%d has not caught up; this step is not that one", id, seat, cl.SeatRev, cl.Record.State, session, cl.SessionRev),
+				Hint:   fmt.Sprintf("finish the cut step first with `%s`, then run this step again naming --seat-rev %d --session-rev %d", finish, cl.SeatRev, cl.SessionRev+1)}
+		}
+		// This is the cut step, retried: publish its missing half.
+		if err := finishOnSession(s, cl); err != nil {
+			return err
+		}
+		return printClaim(e, c, s, cl, verb)
+	}
+	seatRev, sessionRev := cl.SeatRev, cl.SessionRev
 	if err := step(s, cl); err != nil {
+		var ref *claimstore.Refusal
+		if errors.As(err, &ref) {
+			gapRefusal(s, ref, seat, session)
+			return err
+		}
+		if cl.SeatRev != seatRev && cl.SessionRev == sessionRev {
+			return cutError(s, cl, err)
+		}
 		return err
 	}
 	return printClaim(e, c, s, cl, verb)
@@ -358,6 +459,7 @@ func printClaim(e *env, c *common, s *claimstore.Store, cl *claimstore.Claim, ve
 		State: string(r.State), Proof: proofOut(r.Proof), UnitName: r.UnitName(), SpawnMarker: r.SpawnMarker()}
 	o := judgeOwner(s.Host(), r)
 	j.Owner = &o
+	e.done = fmt.Sprintf("claim %s was %s: seat r%d, session r%d, state %s, under %s; `claimctl show --root %s --claim %s` shows it", cl.ID, verb, cl.SeatRev, cl.SessionRev, r.State, s.Root(), shellQuote(s.Root()), cl.ID)
 	if c.json {
 		writeJSON(e.stdout, j)
 		return nil
@@ -373,7 +475,7 @@ func printClaim(e *env, c *common, s *claimstore.Store, cl *claimstore.Claim, ve
 	fmt.Fprintf(tw, "state\t%s\n", st)
 	if j.State != string(claimstore.Stopped) {
 		fmt.Fprintf(tw, "owner\tpid %d (%s)\n", o.PID, o.State)
-		fmt.Fprintf(tw, "unit\t%s\n", j.UnitName)
+		fmt.Fprintf(tw, "unit\t%s\n", esc(j.UnitName))
 	}
 	if j.State != string(claimstore.Stopped) {
 		fmt.Fprintf(tw, "next\t--claim %s --seat-rev %s --session-rev %s\n", j.ClaimID, strconv.FormatUint(j.SeatRev, 10), strconv.FormatUint(j.SessionRev, 10))

@@ -92,3 +92,64 @@ func TestDefaultRoot(t *testing.T) {
 		t.Errorf("show --root: exit %d, %s", code, out)
 	}
 }
+
+// A gap's missing revisions are named, as ranges, bounded.
+func TestGapWhat(t *testing.T) {
+	for _, tc := range []struct {
+		missing []uint64
+		want    string
+	}{
+		{[]uint64{2}, "revision 2 is missing"},
+		{[]uint64{2, 3, 4, 7}, "revisions 2-4 and 7 are missing"},
+		{[]uint64{1, 3, 5, 7, 9, 11, 13}, "revisions 1, 3, 5, 7, 9 and more are missing"},
+	} {
+		if got := (&gap{missing: tc.missing}).what(); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.missing, got, tc.want)
+		}
+	}
+}
+
+// Proof refs given on the command line are printable and bounded: they
+// are printed on one line wherever the revision is shown.
+func TestProofRefValidation(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	for _, tc := range []struct{ proof, want string }{
+		{"cohortProof:a\x1b[2Jb", "REF must be printable text"},
+		{"cohortProof:a\nr9 forged", "REF must be printable text"},
+		{"cohortProof:a\u202eb", "REF must be printable text"},
+		{"cohortProof:\xff", "REF is not valid UTF-8"},
+		{"cohortProof:" + strings.Repeat("x", 257), "REF is 257 bytes; at most 256"},
+	} {
+		code, _, stderr := runIn(t, nil, "release", "--root", root, "--seat", "s", "--project", "p", "--workspace", "/w", "--session", "x",
+			"--claim", "c0000000000000000000000a1", "--proof", tc.proof)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || strings.ContainsAny(stderr, "\x1b\u202e") {
+			t.Errorf("--proof %q: exit %d, stderr %q; want exit 2 and %q, escaped", tc.proof, code, stderr, tc.want)
+		}
+	}
+}
+
+// Human output escapes recorded strings; --json is valid UTF-8.
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"supervisor-7": "supervisor-7",
+		"a b":          "a b",
+		"a\nb":         `"a\nb"`,
+		"\x1b[2J":      `"\x1b[2J"`,
+		"\u202e":       `"\u202e"`,
+		"\xff":         `"\xff"`,
+		`a"b`:          `"a\"b"`,
+	} {
+		if got := esc(in); got != want {
+			t.Errorf("esc(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if got := escText("x\ty\n\x1b\xffé"); got != `x\ty\n\x1b\xffé` {
+		t.Errorf("escText: %s", got)
+	}
+	if got := string(validJSON([]byte("{\"a\":\"\xff\"}"))); got != "{\"a\":\"\uFFFD\"}" {
+		t.Errorf("validJSON: %q", got)
+	}
+	if got := escJSONText([]byte("{\"a\":\"\u202e\U0001F600\",\n\"b\":\"\xff\"}")); got != `{"a":"\u202e`+"\U0001F600"+`", "b":"\xff"}` {
+		t.Errorf("escJSONText: %s", got)
+	}
+}

@@ -63,6 +63,9 @@ be read, or no key's head belongs to --claim.`,
 			if err != nil {
 				return err
 			}
+			if err := e.checkMachineID(); err != nil {
+				return err
+			}
 			e.rootMissing("show", rc)
 			s, err := e.openStore(rc, false)
 			if err != nil {
@@ -174,7 +177,7 @@ func show(e *env, c *common, s *claimstore.Store, seat, session *claimstore.Key)
 		if err != nil {
 			return fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(*k), err)
 		}
-		heads = append(heads, h)
+		heads = append(heads, headAboveGap(s, h))
 	}
 	if heads[0] != nil {
 		j := headOut(s, heads[0])
@@ -193,7 +196,7 @@ func show(e *env, c *common, s *claimstore.Store, seat, session *claimstore.Key)
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "root\t%s\n", s.Root())
+	fmt.Fprintf(tw, "root\t%s\n", esc(s.Root()))
 	var prevClaim string
 	for i, h := range []*headJSON{out.Seat, out.Session} {
 		if h == nil {
@@ -203,9 +206,9 @@ func show(e *env, c *common, s *claimstore.Store, seat, session *claimstore.Key)
 		prevClaim = h.ClaimID
 	}
 	if out.Pair != nil {
-		fmt.Fprintf(tw, "pair\t%s — %s\n", out.Pair.State, out.Pair.Why)
+		fmt.Fprintf(tw, "pair\t%s — %s\n", out.Pair.State, escText(out.Pair.Why))
 		if out.Pair.Next != "" {
-			fmt.Fprintf(tw, "next\t%s\n", out.Pair.Next)
+			fmt.Fprintf(tw, "next\t%s\n", escText(out.Pair.Next))
 		}
 	} else {
 		for _, h := range []*headJSON{out.Seat, out.Session} {
@@ -223,9 +226,9 @@ func headLine(h *headJSON, withOwner bool) string {
 		return "-\t-\tfree\tno revisions"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "r%d\t%s\t%s", h.Revision, orDash(h.WrittenAt), h.State)
+	fmt.Fprintf(&b, "r%d\t%s\t%s", h.Revision, orDash(esc(h.WrittenAt)), h.State)
 	if h.Damage != "" {
-		fmt.Fprintf(&b, "\tdamaged: %s", h.Damage)
+		fmt.Fprintf(&b, "\tdamaged: %s", escText(h.Damage))
 		return b.String()
 	}
 	fmt.Fprintf(&b, "\tclaim %s", h.ClaimID)
@@ -233,10 +236,10 @@ func headLine(h *headJSON, withOwner bool) string {
 		fmt.Fprintf(&b, "  proof %s", describeProof(h.Proof))
 	}
 	if h.Host != nil && !h.Host.ThisMachine {
-		fmt.Fprintf(&b, "  host: machine %s (foreign)", h.Host.MachineID)
+		fmt.Fprintf(&b, "  host: machine %s (foreign)", esc(h.Host.MachineID))
 	}
 	if withOwner && h.Owner != nil && h.Held {
-		fmt.Fprintf(&b, "  owner pid %d (%s: %s)", h.Owner.PID, h.Owner.State, h.Owner.Reason)
+		fmt.Fprintf(&b, "  owner pid %d (%s: %s)", h.Owner.PID, h.Owner.State, escText(h.Owner.Reason))
 	}
 	if h.SpawnMarker && h.Held {
 		b.WriteString("  spawn-marked")
@@ -256,9 +259,9 @@ func describeProof(p *proofJSON) string {
 		return "-"
 	}
 	if p.Ref == nil {
-		return p.Kind
+		return esc(p.Kind)
 	}
-	return p.Kind + ":" + *p.Ref
+	return esc(p.Kind) + ":" + esc(*p.Ref)
 }
 
 func describeKeyJSON(k keyJSON) string {
@@ -308,7 +311,7 @@ func judgeOwner(host hostid.Host, r *claimstore.Record) ownerJSON {
 	if err != nil {
 		return ownerJSON{State: string(hostid.Invalid), Reason: err.Error()}
 	}
-	j := ownerJSON{PID: o.PID, Start: o.Start, Boot: o.Boot, Incarnation: o.Incarnation, PIDNS: o.PIDNS}
+	j := ownerJSON{PID: o.PID, Start: o.Start, Boot: o.Boot, Incarnation: validJSON(o.Incarnation), PIDNS: o.PIDNS}
 	who := o.Identity()
 	if who.Boot == "" {
 		who.Boot = r.Host.BootID
@@ -332,6 +335,7 @@ func explainPair(s *claimstore.Store, p *claimstore.Pair) *pairJSON {
 		return j
 	}
 	ref := s.Refusal(p)
+	gapped := gapRefusal(s, ref, p.Seat.Key, p.Session.Key)
 	j.Refusal = refusalOut(ref)
 	j.ClaimID = ref.ClaimID
 	classify := classifyCommandFor(s, p.Seat.Key, p.Session.Key)
@@ -345,6 +349,10 @@ func explainPair(s *claimstore.Store, p *claimstore.Pair) *pairJSON {
 	case ref.Code == claimstore.ForeignHost:
 		j.Why = "held by another machine: " + ref.Reason
 		j.Next = "classify or release the claim on the machine that took it; nothing here can prove its writer over"
+		return j
+	case gapped:
+		j.Why = "held: " + ref.Reason
+		j.Next = ref.Hint
 		return j
 	case p.Seat.Held() && p.Seat.Damage != nil || p.Session.Held() && p.Session.Damage != nil:
 		j.Why = "held: a head revision is damaged: " + ref.Reason

@@ -5,3 +5,5 @@ package main
 // isTerminalFd answers false off Linux: progress output is only a
 // convenience, and plain output is always correct.
 func isTerminalFd(int) bool { return false }
+
+func stdoutClosedAtStart() bool { return false }
