@@ -105,6 +105,29 @@ func TestFaults(t *testing.T) {
 			}
 		},
 	}, {
+		name:  "advance: ENOSPC writing the session revision publishes neither",
+		setup: []step{acquire("a", 1, 'a')},
+		rules: func(w *world) []*errorfs.Rule {
+			return []*errorfs.Rule{{Op: errorfs.OpWrite, Path: errorfs.Contains(session1.Hash()), Kind: errorfs.Fail, Err: syscall.ENOSPC, Times: 1}}
+		},
+		op: advance("a", active()).run,
+		check: func(t *testing.T, w *world, err error) {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("got %v, want ENOSPC", err)
+			}
+			// Both revisions are prepared before either is linked: a step
+			// that cannot prepare its session revision is not cut between
+			// its keys.
+			for _, k := range []claimstore.Key{seat1, session1} {
+				if _, ok := w.fs.Files(keyDir(k))[revPath(k, 2)]; ok {
+					t.Errorf("%v revision 2 was published by a step that failed before its link", k)
+				}
+			}
+			if err := w.store.Advance(w.claims["a"], active()); err != nil {
+				t.Errorf("the step again, once there is space: %v", err)
+			}
+		},
+	}, {
 		name: "a spurious EEXIST from link, once",
 		rules: func(w *world) []*errorfs.Rule {
 			return []*errorfs.Rule{{Op: errorfs.OpLink, Kind: errorfs.Fail, Err: syscall.EEXIST, Times: 1}}
