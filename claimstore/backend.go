@@ -117,6 +117,21 @@ type Backend interface {
 // RevisionName returns the file name of revision n: "r" and ten digits.
 func RevisionName(n uint64) string { return fmt.Sprintf("r%010d.json", n) }
 
+// parseRevisionName is ParseRevisionName on bytes, allocating nothing.
+func parseRevisionName(name []byte) (uint64, bool) {
+	if len(name) != 16 || name[0] != 'r' || string(name[11:]) != ".json" {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range name[1:11] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, n > 0
+}
+
 // ParseRevisionName returns the number in a revision file name.
 func ParseRevisionName(name string) (uint64, bool) {
 	if len(name) != 16 || name[0] != 'r' || !strings.HasSuffix(name, ".json") {
@@ -443,6 +458,37 @@ func (b *dirBackend) List(loc Loc) ([]uint64, []string, error) {
 	sort.Slice(revs, func(i, j int) bool { return revs[i] < revs[j] })
 	sort.Strings(other)
 	return revs, other, nil
+}
+
+// scanFS is implemented by filesystems that can stream a directory's
+// names without allocating them (OSFS can, with getdents).
+type scanFS interface {
+	ScanDir(dir string, each func(name []byte)) error
+}
+
+// Census counts loc's revisions and finds the highest, without keeping
+// their names: a cold free head's listing, whose cost grows with the
+// history, is mostly this.
+func (b *dirBackend) Census(loc Loc) (top uint64, count int, err error) {
+	dir := b.dir(loc)
+	if ok, _, err := b.checkDir(dir); err != nil || !ok {
+		return 0, 0, err
+	}
+	sc, ok := b.fs.(scanFS)
+	if !ok {
+		revs, _, err := b.List(loc)
+		if err != nil || len(revs) == 0 {
+			return 0, 0, err
+		}
+		return revs[len(revs)-1], len(revs), nil
+	}
+	err = sc.ScanDir(dir, func(name []byte) {
+		if n, ok := parseRevisionName(name); ok {
+			count++
+			top = max(top, n)
+		}
+	})
+	return top, count, err
 }
 
 func (b *dirBackend) Locs(kind Kind) ([]Loc, error) {

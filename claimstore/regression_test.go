@@ -80,6 +80,11 @@ func (f *racingListFS) ReadDir(name string) ([]string, error) {
 	return f.osFS.ReadDir(name)
 }
 
+func (f *racingListFS) ScanDir(name string, each func([]byte)) error {
+	f.once.Do(f.race)
+	return f.osFS.ScanDir(name, each)
+}
+
 // TestFreeHeadRacingWriterIsNotDamage: a revision published between the
 // probe and the listing is a newer head, not a gap.
 func TestFreeHeadRacingWriterIsNotDamage(t *testing.T) {

@@ -233,28 +233,35 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 			// head; since then the protocol has only appended.
 			return h, nil
 		}
-		revs, _, err := s.be.List(loc)
+		c, err := s.census(loc)
 		if err != nil {
 			return nil, err
 		}
-		if len(revs) == 0 {
+		if c.count == 0 {
 			s.setListed(loc, 0, true)
 			return h, nil
 		}
-		top := revs[len(revs)-1]
+		top := c.top
 		// A held head needs nothing above it; a free one needs the whole
 		// history intact too, since a gap anywhere means revisions were
 		// lost or planted, and a free answer must not rest on that.
-		if top <= h.N && (h.Held() || dense(revs)) {
-			s.setListed(loc, h.N, dense(revs))
+		if top <= h.N && (h.Held() || c.dense()) {
+			s.setListed(loc, h.N, c.dense())
 			return h, nil
 		}
-		reason := fmt.Sprintf("revision %d exists, but revision %d is missing: the history is not dense (run claimctl fsck)", top, firstMissing(revs))
+		var reason string
+		if !c.dense() {
+			missing := uint64(0)
+			if revs, _, err := s.be.List(loc); err == nil {
+				missing = firstMissing(revs)
+			}
+			reason = fmt.Sprintf("revision %d exists, but revision %d is missing: the history is not dense (run claimctl fsck)", top, missing)
+		}
 		switch {
-		case dense(revs) && attempt < 3:
+		case c.dense() && attempt < 3:
 			// No gap: a writer published after the probe. Read again.
 			continue
-		case dense(revs):
+		case c.dense():
 			reason = fmt.Sprintf("the head moved during every one of %d reads; try again", attempt+1)
 		case attempt == 0:
 			// A listing is not atomic: one taken while revisions are
@@ -266,6 +273,32 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 		h.N, h.Record = top, nil
 		return h, nil
 	}
+}
+
+// census is what a listing of a key says: its highest revision and how many
+// revisions it holds. Names in a directory are unique, so the history is
+// dense (1..top, no gap) exactly when there are top of them.
+type census struct {
+	top   uint64
+	count int
+}
+
+func (c census) dense() bool { return c.count > 0 && uint64(c.count) == c.top }
+
+// census lists loc, as cheaply as the backend can: a free head is
+// confirmed by one, so its cost is most of a cold free head's.
+func (s *Store) census(loc Loc) (census, error) {
+	if b, ok := s.be.(interface {
+		Census(Loc) (uint64, int, error)
+	}); ok {
+		top, n, err := b.Census(loc)
+		return census{top: top, count: n}, err
+	}
+	revs, _, err := s.be.List(loc)
+	if err != nil || len(revs) == 0 {
+		return census{}, err
+	}
+	return census{top: revs[len(revs)-1], count: len(revs)}, nil
 }
 
 // listing is what a listing of a key showed: no revision above top, and
