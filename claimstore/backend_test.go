@@ -1,9 +1,9 @@
 package claimstore
 
 import (
-	"fmt"
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
