@@ -204,7 +204,7 @@ func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *Check
 			named[rec.Proof.Ref] = true
 		}
 		if rec.State == Stopped && rec.Proof != nil && rec.Proof.Kind == ProofBoot {
-			if !proofIDRe.MatchString(rec.Proof.Ref) {
+			if !isProofID(rec.Proof.Ref) {
 				add(Finding{Path: path, Kind: FindingProof, Severity: SeverityWarning, Message: fmt.Sprintf("boot proof %q was not issued by this implementation; it cannot be checked here", rec.Proof.Ref)})
 			} else if err := s.VerifyProof(rec); err != nil {
 				add(Finding{Path: path, Kind: FindingProof, Severity: SeverityError, Message: err.Error()})

@@ -278,7 +278,7 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 			// this store's must verify; another issuer's cannot be checked
 			// here, and finishing with it is what step 8 would do.
 			if h.Record.State == Stopped && h.Record.Proof != nil && h.Record.Proof.Kind == ProofBoot &&
-				(!proofIDRe.MatchString(h.Record.Proof.Ref) || s.VerifyProof(h.Record) == nil) {
+				(!isProofID(h.Record.Proof.Ref) || s.VerifyProof(h.Record) == nil) {
 				ref = h.Record.Proof.Ref
 				res.Completed = true
 			}

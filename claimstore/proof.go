@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"regexp"
+	"strings"
 
 	"github.com/claimstore/claimstore/hostid"
 )
@@ -36,7 +36,12 @@ const BootProofKind = "boot-proof"
 // ProofDir is the directory under the root that holds proof files.
 const ProofDir = "proofs"
 
-var proofIDRe = regexp.MustCompile(`^boot-[0-9a-f]{24}$`)
+// isProofID reports whether id is one of this store's boot proof ids:
+// "boot-" and 24 lowercase hex digits.
+func isProofID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "boot-")
+	return ok && isLowerHex(rest, 24)
+}
 
 // BootProofIssuer issues the boot proof a classification needs before it
 // publishes stopped on a claim from an earlier boot. It returns the proof's
@@ -130,7 +135,7 @@ func BootProofID(machine, recorded, current, claimID string) string {
 
 // ReadBootProof reads and validates the boot proof with the given id.
 func (s *Store) ReadBootProof(id string) (*BootProof, error) {
-	if !proofIDRe.MatchString(id) {
+	if !isProofID(id) {
 		return nil, fmt.Errorf("%q is not a boot proof id of this store (boot-<24 hex>)", id)
 	}
 	data, err := s.be.ReadProof(id)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -380,10 +379,21 @@ func (e *DamageError) Error() string { return "damaged revision: " + e.Reason }
 
 func (e *DamageError) Unwrap() error { return e.Err }
 
-var claimIDRe = regexp.MustCompile(`^c[0-9a-f]{24}$`)
+// isLowerHex reports whether s is n lowercase hex digits.
+func isLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidClaimID reports whether id is a claim id: "c" and 24 lowercase hex digits.
-func ValidClaimID(id string) bool { return claimIDRe.MatchString(id) }
+func ValidClaimID(id string) bool { return len(id) == 25 && id[0] == 'c' && isLowerHex(id[1:], 24) }
 
 // NewClaimID returns a fresh random claim id.
 func NewClaimID() string {

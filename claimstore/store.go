@@ -375,7 +375,7 @@ func (s *Store) probeHead(k Key) (*Head, error) {
 // implementation's verifier, a custom BootProofIssuer) names evidence
 // outside the store and is taken as written, like a cohortProof.
 func (s *Store) verifyHeadProof(rec *Record) error {
-	if rec.State != Stopped || rec.Proof == nil || rec.Proof.Kind != ProofBoot || !proofIDRe.MatchString(rec.Proof.Ref) {
+	if rec.State != Stopped || rec.Proof == nil || rec.Proof.Kind != ProofBoot || !isProofID(rec.Proof.Ref) {
 		return nil
 	}
 	key := rec.Proof.Ref + "\x00" + rec.ClaimID + "\x00" + rec.Host.MachineID + "\x00" + rec.Host.BootID

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -110,10 +109,33 @@ type systemHost struct {
 	bootIDFile     string
 }
 
-var (
-	machineIDRe = regexp.MustCompile(`^[0-9a-f]{32}$`)
-	bootIDRe    = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-)
+// The id forms are checked by hand rather than by regular expressions,
+// which a process would otherwise compile at start-up, on every claimctl
+// call.
+
+// isLowerHex reports whether s is n lowercase hex digits.
+func isLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isBootID reports whether s is a lowercase UUID: 8-4-4-4-12 hex digits.
+func isBootID(s string) bool {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return false
+	}
+	return isLowerHex(s[0:8], 8) && isLowerHex(s[9:13], 4) && isLowerHex(s[14:18], 4) && isLowerHex(s[19:23], 4) && isLowerHex(s[24:], 12)
+}
+
+func isMachineID(s string) bool { return isLowerHex(s, 32) }
 
 // maxPID is the kernel's PID_MAX_LIMIT: no pid can be larger, so a larger
 // recorded pid is malformed rather than merely absent.
@@ -133,7 +155,7 @@ func (h systemHost) MachineID() (string, error) {
 	}
 	var errs []error
 	for _, name := range files {
-		id, err := readID(name, machineIDRe)
+		id, err := readID(name, isMachineID)
 		if err == nil {
 			return id, nil
 		}
@@ -152,7 +174,7 @@ func (h systemHost) BootID() (string, error) {
 	if name == "" {
 		name = BootIDFile
 	}
-	return readID(name, bootIDRe)
+	return readID(name, isBootID)
 }
 
 // readID reads a one-line id file. Only the exact form systemd and the
@@ -160,7 +182,7 @@ func (h systemHost) BootID() (string, error) {
 // a lenient reader would turn "UNINITIALIZED" or an uppercase copy into an
 // id that compares unequal to the real one, and an unequal boot id is read
 // as proof that a process is gone.
-func readID(name string, re *regexp.Regexp) (string, error) {
+func readID(name string, valid func(string) bool) (string, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return "", err
@@ -174,7 +196,7 @@ func readID(name string, re *regexp.Regexp) (string, error) {
 		return "", &fs.PathError{Op: "parse", Path: name, Err: errors.New("id file too long")}
 	}
 	id := strings.TrimSuffix(string(b), "\n")
-	if !re.MatchString(id) {
+	if !valid(id) {
 		return "", &fs.PathError{Op: "parse", Path: name, Err: fmt.Errorf("malformed id %q", id)}
 	}
 	return id, nil
@@ -410,7 +432,7 @@ func Judge(h Host, o Owner) (State, string) {
 	}
 	// A boot id that is merely spelled differently must not compare unequal
 	// and so pass for proof of another boot.
-	if o.Boot != "" && !bootIDRe.MatchString(o.Boot) {
+	if o.Boot != "" && !isBootID(o.Boot) {
 		return Invalid, fmt.Sprintf("recorded boot %q is not a lowercase boot id", o.Boot)
 	}
 	if o.PIDNS != "" && !ValidPIDNamespace(o.PIDNS) {
@@ -477,8 +499,8 @@ func Judge(h Host, o Owner) (State, string) {
 
 // ValidBootID reports whether id has the form of a boot id: a lowercase
 // UUID, as /proc/sys/kernel/random/boot_id holds it.
-func ValidBootID(id string) bool { return bootIDRe.MatchString(id) }
+func ValidBootID(id string) bool { return isBootID(id) }
 
 // ValidMachineID reports whether id has the form of a machine id: 32
 // lowercase hex digits.
-func ValidMachineID(id string) bool { return machineIDRe.MatchString(id) }
+func ValidMachineID(id string) bool { return isMachineID(id) }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -136,7 +137,7 @@ func self(t *testing.T) Owner {
 
 func TestSelf(t *testing.T) {
 	o := self(t)
-	if o.PID != os.Getpid() || !canonicalUint(o.Start) || !bootIDRe.MatchString(o.Boot) {
+	if o.PID != os.Getpid() || !canonicalUint(o.Start) || !isBootID(o.Boot) {
 		t.Fatalf("Self = %+v: want this pid, a decimal start and a boot id", o)
 	}
 	if got, reason := Judge(System, o); got != Live {
@@ -543,7 +544,7 @@ func TestSystemIDs(t *testing.T) {
 		if !errors.As(err, &pe) {
 			t.Errorf("MachineID error %v is not a *fs.PathError", err)
 		}
-	} else if !machineIDRe.MatchString(m) {
+	} else if !isMachineID(m) {
 		t.Errorf("MachineID = %q: not 32 lowercase hex digits", m)
 	}
 }
@@ -569,3 +570,21 @@ func TestOverride(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// FuzzIDForms: the hand-written id checks accept exactly what the regular
+// expressions of the documented forms accept.
+func FuzzIDForms(f *testing.F) {
+	for _, s := range []string{"", "0123456789abcdef0123456789abcdef", "0123456789ABCDEF0123456789abcdef", "11111111-2222-3333-4444-555555555555", "11111111-2222-3333-4444-55555555555g", "11111111_2222-3333-4444-555555555555", "11111111-2222-3333-4444-5555555555555"} {
+		f.Add(s)
+	}
+	boot := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	machine := regexp.MustCompile(`^[0-9a-f]{32}$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := isBootID(s), boot.MatchString(s); got != want {
+			t.Errorf("isBootID(%q) = %v, want %v", s, got, want)
+		}
+		if got, want := isMachineID(s), machine.MatchString(s); got != want {
+			t.Errorf("isMachineID(%q) = %v, want %v", s, got, want)
+		}
+	})
+}
