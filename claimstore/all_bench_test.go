@@ -2,10 +2,13 @@ package claimstore
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -54,12 +57,16 @@ func buildRoot(b *testing.B, pairs int) string {
 // pairs (floorPairs), and reports ns/pair, floor-ns/pair and their ratio,
 // walk/floor: below 1 means independent pairs overlap.
 func BenchmarkClassifyAllAfterReboot(b *testing.B) {
-	for _, pairs := range []int{1000, 10000} {
+	for _, pairs := range []int{1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("pairs=%d", pairs), func(b *testing.B) {
 			if testing.Short() && pairs > 1000 {
 				b.Skip("-short: the 10,000-pair root takes a while to build")
 			}
+			if pairs > 10000 && !*benchBig {
+				b.Skip("the 100,000-pair root takes minutes to build: run with -bench.big")
+			}
 			var floor time.Duration
+			var peak uint64
 			for range b.N {
 				b.StopTimer()
 				root := buildRoot(b, pairs)
@@ -67,8 +74,11 @@ func BenchmarkClassifyAllAfterReboot(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				runtime.GC()
+				stopPeak := peakHeap(&peak)
 				b.StartTimer()
 				sum, err := s.ClassifyAll(context.Background(), nil, nil)
+				stopPeak()
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -83,8 +93,36 @@ func BenchmarkClassifyAllAfterReboot(b *testing.B) {
 			b.ReportMetric(perPair, "ns/pair")
 			b.ReportMetric(float64(floor.Nanoseconds())/float64(b.N*200), "floor-ns/pair")
 			b.ReportMetric(perPair/(float64(floor.Nanoseconds())/float64(b.N*200)), "walk/floor")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 		})
 	}
+}
+
+var benchBig = flag.Bool("bench.big", false, "run the benchmarks' largest sizes (100,000 pairs)")
+
+// peakHeap samples the live heap every few milliseconds into *peak (the
+// highest seen) until the returned stop is called.
+func peakHeap(peak *uint64) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > *peak {
+				*peak = v
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // floorPairs measures n times the serial floor of one classified pair on
