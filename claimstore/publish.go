@@ -257,6 +257,13 @@ func (b *dirBackend) prepare(dir, base string, data []byte, hook func(Barrier) e
 		p.Abort()
 		return nil, err
 	}
+	// A writer that has already lost the race (the name is taken) need not
+	// pay for the fsync: with many racing for one number, all but the
+	// first would wait on the disk for nothing.
+	if _, err := b.fs.Lstat(name); err == nil {
+		p.Abort()
+		return nil, &fs.PathError{Op: "publish", Path: name, Err: ErrRevisionExists}
+	}
 	if err := b.sync(t.Sync); err != nil {
 		p.Abort()
 		return nil, &fs.PathError{Op: "fsync temporary for", Path: name, Err: err}

@@ -707,11 +707,13 @@ func (s *Store) prepareAsync(k Key, n uint64, rec *Record) *preparing {
 func (s *Store) publishAfter(other *preparing, k Key, n uint64, rec *Record) (won, linked bool, err error) {
 	p := s.prepare(k, n, rec)
 	<-other.done
-	if other.err != nil {
+	// A number already taken is no failure to prepare: the link would
+	// lose, and commit says so.
+	if other.err != nil && !errors.Is(other.err, ErrRevisionExists) {
 		p.abort()
 		return false, false, other.err
 	}
-	if p.err != nil {
+	if p.err != nil && !errors.Is(p.err, ErrRevisionExists) {
 		other.abort()
 		return false, false, p.err
 	}
@@ -723,6 +725,9 @@ func (s *Store) publishAfter(other *preparing, k Key, n uint64, rec *Record) (wo
 // may be even when a later barrier returned an error.
 func (pr *preparing) commit() (won, linked bool, err error) {
 	<-pr.done
+	if errors.Is(pr.err, ErrRevisionExists) {
+		return false, false, nil
+	}
 	if pr.err != nil {
 		return false, false, pr.err
 	}
