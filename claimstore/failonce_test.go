@@ -1,0 +1,140 @@
+package claimstore_test
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/claimstore/claimstore/internal/crashfs"
+	"github.com/claimstore/claimstore/internal/errorfs"
+)
+
+// TestEveryCallFailsOnce fails every filesystem call of every scenario
+// operation in turn, once (EIO), the calls after it succeeding: the
+// operation must either fail, or succeed having acknowledged exactly what
+// a run without the fault acknowledges (a read it retried, a check it made
+// again another way); and every power cut afterwards must keep the
+// invariants. An error swallowed where it matters — an fsync, a link, a
+// directory made, a check skipped — shows up as an acknowledgement that a
+// power cut takes back, or as a different outcome.
+func TestEveryCallFailsOnce(t *testing.T) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			for i, st := range sc.steps {
+				if st.name == "owner dies" || st.name == "reboot" {
+					continue
+				}
+				want, calls := faultFree(t, sc.steps[:i], st)
+				for k := 1; k <= calls; k++ {
+					failCallOnce(t, sc.steps[:i], st, k, want)
+				}
+				t.Logf("%-36s calls=%d, each failed once in turn", st.name, calls)
+			}
+		})
+	}
+}
+
+// faultFree runs op after setup without faults: what it acknowledges, and
+// how many calls it makes.
+func faultFree(t *testing.T, setup []step, op step) (map[string][]byte, int) {
+	t.Helper()
+	w := newWorld(t, &crashfs.Options{})
+	for _, s := range setup {
+		if err := s.run(w); err != nil {
+			t.Fatalf("setup %s: %v", s.name, err)
+		}
+	}
+	n := 0
+	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Kind: errorfs.Fail, Nth: 1 << 30, Path: func(string) bool { n++; return true }})
+	w.vfs, w.store = efs, w.open(efs, w.host, nil)
+	before := copyAcked(w.acked)
+	if err := op.run(w); err != nil {
+		t.Fatalf("%s without faults: %v", op.name, err)
+	}
+	return newAcks(before, w.acked), n
+}
+
+func copyAcked(m map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// newAcks are the acknowledgements in after that before lacks.
+func newAcks(before, after map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for k, v := range after {
+		if _, ok := before[k]; !ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func failCallOnce(t *testing.T, setup []step, op step, k int, want map[string][]byte) {
+	t.Helper()
+	w := newWorld(t, &crashfs.Options{})
+	for _, s := range setup {
+		if err := s.run(w); err != nil {
+			t.Fatalf("setup %s: %v", s.name, err)
+		}
+	}
+	seen := 0
+	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Kind: errorfs.Fail, Times: 1, Path: func(string) bool {
+		seen++
+		return seen == k
+	}})
+	w.vfs, w.store = efs, w.open(efs, w.host, nil)
+	before := copyAcked(w.acked)
+	err := op.run(w)
+	inj := efs.Injected()
+	if len(inj) == 0 {
+		return // the run took another path and made fewer calls
+	}
+	where := fmt.Sprintf("%s with call %d (%s) failed once", op.name, k, inj[0])
+
+	if err == nil && inj[0].Op != errorfs.OpClose {
+		// A strict operation acknowledges all or nothing; the others (a
+		// classification, which reads an unreadable head as damaged and
+		// holds) may acknowledge less, never anything else.
+		got := newAcks(before, w.acked)
+		if op.strict && !sameAcks(want, got) || !op.strict && !subsetAcks(got, want) {
+			t.Errorf("%s: succeeded, acknowledging %v; a run without the fault acknowledges %v", where, keysOf(got), keysOf(want))
+		}
+	}
+	checkAllCrashes(t, w, where)
+}
+
+// subsetAcks reports whether every acknowledgement in a is in b, the same.
+func subsetAcks(a, b map[string][]byte) bool {
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !bytes.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameAcks(a, b map[string][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !bytes.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func keysOf(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
