@@ -330,3 +330,59 @@ func BenchmarkLifecycleCPU(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHeadCold compares cold Head lookups (a fresh Store each) on a
+// key with 10,000 revisions against one with 1, held and free, all four
+// alternating in every iteration so that they meet the same load. It
+// reports held-10000/1 and free-10000/1. A held head is found by probing
+// names; a free one is confirmed by a census of its directory (see
+// Store.head), so its cost grows with the history.
+func BenchmarkHeadCold(b *testing.B) {
+	type key struct {
+		root string
+		k    Key
+		revs uint64
+		free bool
+	}
+	var keys []key
+	for _, free := range []bool{false, true} {
+		for _, revs := range []uint64{1, 10_000} {
+			root := newRoot(b)
+			s := openStore(b, root, &Options{FS: noSyncFS{}})
+			k := sessionKey(b, "bench")
+			for n := uint64(1); n <= revs; n++ {
+				data := refRecord(k, n, testClaimID, "active").bytes()
+				if free && n == revs {
+					data = bytes.Replace(refRecord(k, n, testClaimID, "stopped").bytes(), []byte(`"proof":null`), []byte(`"proof":{"kind":"no-unit","ref":null}`), 1)
+				}
+				writeRev(b, s, k, n, data)
+			}
+			keys = append(keys, key{root, k, revs, free})
+		}
+	}
+	took := make([]time.Duration, len(keys))
+	i := 0
+	for b.Loop() {
+		i++
+		for j := range keys {
+			x := (j + i) % len(keys) // rotate the order
+			kk := keys[x]
+			t0 := time.Now()
+			s, err := Open(kk.root, &Options{Host: thisHost})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h, err := s.Head(kk.k)
+			if err != nil || h.N != kk.revs || h.Held() == kk.free {
+				b.Fatalf("Head = %+v, %v", h, err)
+			}
+			took[x] += time.Since(t0)
+		}
+	}
+	b.ReportMetric(float64(took[0].Nanoseconds())/float64(i), "held1-ns")
+	b.ReportMetric(float64(took[1].Nanoseconds())/float64(i), "held10000-ns")
+	b.ReportMetric(float64(took[2].Nanoseconds())/float64(i), "free1-ns")
+	b.ReportMetric(float64(took[3].Nanoseconds())/float64(i), "free10000-ns")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "held-10000/1")
+	b.ReportMetric(float64(took[3])/float64(took[2]), "free-10000/1")
+}
