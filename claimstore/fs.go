@@ -185,6 +185,7 @@ type namedTemp struct {
 func (t *namedTemp) Write(p []byte) (int, error) { return t.f.Write(p) }
 func (t *namedTemp) Sync() error                 { return t.f.Sync() }
 func (t *namedTemp) Link(newname string) error   { return os.Link(t.name, newname) }
+func (t *namedTemp) Stat() (fs.FileInfo, error)  { return t.f.Stat() }
 func (t *namedTemp) Is(name string) (bool, error) {
 	return sameFile(t.f, name)
 }

@@ -46,7 +46,10 @@ func (t *unnamedTemp) Link(newname string) error {
 }
 
 func (t *unnamedTemp) Is(name string) (bool, error) { return sameFile(t.f, name) }
-func (t *unnamedTemp) Close() error                 { return t.f.Close() }
+
+// Stat is fstat of the temporary: once linked, the revision's identity.
+func (t *unnamedTemp) Stat() (fs.FileInfo, error) { return t.f.Stat() }
+func (t *unnamedTemp) Close() error               { return t.f.Close() }
 
 // syncFS is syncfs(2) on the filesystem holding name. Since Linux 5.8 it
 // reports writeback errors of that filesystem, as fsync does for a file.

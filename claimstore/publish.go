@@ -306,16 +306,19 @@ func (p *dirPrepared) Commit() error {
 			return &fs.PathError{Op: "publish", Path: p.name, Err: ErrRevisionExists}
 		}
 	}
-	// Dropping the temporary name before the directory fsync makes the
-	// removal durable together with the link. The revision is published
-	// and its data synced whatever Close says; a name it failed to drop is
-	// a stray temporary for fsck, not a reason to disown the revision.
-	_ = p.t.Close()
 	if p.n > 0 {
 		// What was linked, to tell it later from a file put in its place
-		// (ProbeHead).
-		fi, err := b.fs.Lstat(p.name)
+		// (ProbeHead): from the open file where the filesystem can say,
+		// which needs no path lookup.
+		var fi fs.FileInfo
+		var err error
+		if st, ok := p.t.(interface{ Stat() (fs.FileInfo, error) }); ok {
+			fi, err = st.Stat()
+		} else {
+			fi, err = b.fs.Lstat(p.name)
+		}
 		if err != nil {
+			_ = p.t.Close()
 			return err
 		}
 		b.mu.Lock()
@@ -325,6 +328,11 @@ func (p *dirPrepared) Commit() error {
 		b.linked[p.loc] = linkedFile{n: p.n, fi: fi}
 		b.mu.Unlock()
 	}
+	// Dropping the temporary name before the directory fsync makes the
+	// removal durable together with the link. The revision is published
+	// and its data synced whatever Close says; a name it failed to drop is
+	// a stray temporary for fsck, not a reason to disown the revision.
+	_ = p.t.Close()
 	if err := p.hook(BarrierLinked); err != nil {
 		return err
 	}
