@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 )
 
 // pairMember is the record member in which this implementation names both
@@ -157,10 +158,12 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 	if workers <= 0 {
 		workers = DefaultWorkers
 	}
-	results := make([]chan *PairResult, len(pairs))
-	for i := range results {
-		results[i] = make(chan *PairResult, 1)
-	}
+	// One slot per pair, filled by whichever worker classified it; a
+	// condition variable rather than a channel per pair keeps the walk's
+	// memory at a pointer per pair.
+	results := make([]*PairResult, len(pairs))
+	var mu sync.Mutex
+	ready := sync.NewCond(&mu)
 	next := make(chan int)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -179,17 +182,29 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 			for i := range next {
 				seat, session := pairs[i][0], pairs[i][1]
 				res, err := s.Classify(wctx, seat, session, opts)
-				results[i] <- &PairResult{Seat: &seat, Session: &session, Result: res, Err: err}
+				mu.Lock()
+				results[i] = &PairResult{Seat: &seat, Session: &session, Result: res, Err: err}
+				ready.Broadcast()
+				mu.Unlock()
 			}
 		}()
 	}
+	// A canceled walk stops dispatching; the workers finish the pair each
+	// has in hand, and the reporter must not wait for pairs never started.
+	go func() {
+		<-wctx.Done()
+		mu.Lock()
+		ready.Broadcast()
+		mu.Unlock()
+	}()
 	for i := range pairs {
-		var pr *PairResult
-		select {
-		case pr = <-results[i]:
-		case <-ctx.Done():
-			return sum, ctx.Err()
+		mu.Lock()
+		for results[i] == nil && ctx.Err() == nil {
+			ready.Wait()
 		}
+		pr := results[i]
+		results[i] = nil // reported: let it go
+		mu.Unlock()
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Loc locates a key's history in a backend: its kind and its hash. A store
@@ -311,7 +311,7 @@ func (b *dirBackend) ProbeHead(loc Loc) (uint64, error) {
 	// The inode alone is not enough: a file put in place of a removed one
 	// may get its number back at once.
 	fi, err := b.fs.Lstat(filepath.Join(b.dir(loc), RevisionName(n)))
-	if err != nil || !os.SameFile(fi, l.fi) || fi.Size() != l.fi.Size() || !fi.ModTime().Equal(l.fi.ModTime()) {
+	if err != nil || identityOf(fi) != l.id || l.id == (fileID{}) {
 		return 0, errors.New("the head is not the file this store linked")
 	}
 	return n, nil
@@ -319,7 +319,23 @@ func (b *dirBackend) ProbeHead(loc Loc) (uint64, error) {
 
 type linkedFile struct {
 	n  uint64
-	fi fs.FileInfo
+	id fileID
+}
+
+// fileID is what tells one file from another put in its place: device and
+// inode (a removed file's number may be given to the next one at once), and
+// size and modification time. Zero when the filesystem does not say.
+type fileID struct {
+	dev, ino, size uint64
+	mtime          int64
+}
+
+func identityOf(fi fs.FileInfo) fileID {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano()}
 }
 
 // probe finds the highest revision by probing names, so that its cost

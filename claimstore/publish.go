@@ -325,7 +325,7 @@ func (p *dirPrepared) Commit() error {
 		if b.linked == nil {
 			b.linked = map[Loc]linkedFile{}
 		}
-		b.linked[p.loc] = linkedFile{n: p.n, fi: fi}
+		b.linked[p.loc] = linkedFile{n: p.n, id: identityOf(fi)}
 		b.mu.Unlock()
 	}
 	// Dropping the temporary name before the directory fsync makes the
