@@ -55,10 +55,11 @@ var helpTopics = map[string]func(io.Writer){
 }
 
 var helpCmd = &command{
-	name:    "help",
-	args:    "[COMMAND | exit-codes | json | root]",
-	summary: "Print help: the command list, a command's usage, or a topic.",
-	noRoot:  true,
+	name:       "help",
+	args:       "[COMMAND | exit-codes | json | root]",
+	summary:    "Print help: the command list, a command's usage, or a topic.",
+	noRoot:     true,
+	positional: true,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		return func(e *env) error {
 			switch fs.NArg() {

@@ -43,7 +43,10 @@ type command struct {
 	summary string // one line
 	doc     string // paragraphs after the synopsis in `claimctl help NAME`
 	noRoot  bool   // the command does not take --root
-	aliases []string
+	// positional: the command takes words besides flags (help's topic,
+	// completion's shell); every other command takes values by flag only.
+	positional bool
+	aliases    []string
 	// define registers the command's own flags on fs and returns the
 	// function that runs it once the flags are parsed.
 	define func(fs *flag.FlagSet, c *common) func(e *env) error
@@ -65,7 +68,7 @@ func init() {
 	commands = []*command{
 		listCmd, showCmd, logCmd, classifyCmd, fsckCmd,
 		acquireCmd, advanceCmd, releaseCmd,
-		versionCmd, helpCmd,
+		versionCmd, helpCmd, completionCmd,
 	}
 }
 
@@ -238,7 +241,7 @@ func run1(e *env, args []string) exitCode {
 		c.set[g.name] = true
 	}
 	c.rootSet = c.set["root"]
-	if fs.NArg() > 0 && cmd != helpCmd {
+	if fs.NArg() > 0 && !cmd.positional {
 		return report(e, c, usagef("unexpected argument %q: every value is given by a flag", fs.Arg(0)))
 	}
 	return report(e, c, runf(e))
