@@ -19,7 +19,7 @@ import (
 
 var classifyCmd = &command{
 	name:    "classify",
-	args:    "[--root DIR] [--json] [--dry-run] [--units MODE] [--bus ADDR] (--seat S --project P --workspace W --session ID | --all)",
+	args:    "[--root DIR] [--json] [--dry-run] [--units MODE] [--bus ADDR] [--unit-timeout D] (--seat S --project P --workspace W --session ID | --all)",
 	summary: "Decide from durable evidence what a pair is after a crash or reboot, and publish it.",
 	doc: `
 classify judges one pair, or with --all every pair under the root, in the

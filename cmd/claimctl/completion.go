@@ -15,6 +15,7 @@ var completionCmd = &command{
 	args:       "bash | zsh | fish",
 	summary:    "Print a shell completion script for bash, zsh or fish.",
 	noRoot:     true,
+	noJSON:     true,
 	positional: true,
 	doc: `
 The script completes commands, aliases, help topics, each command's flags, and
