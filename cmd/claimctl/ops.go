@@ -32,7 +32,13 @@ read from /proc/PID/stat. A claim is held while its owner lives; once the
 owner is gone, classify judges it.
 
 It prints the claim: its id and the revision it published on each key. Pass
-them to advance and release as --claim, --seat-rev and --session-rev.`,
+them to advance and release as --claim, --seat-rev and --session-rev.
+
+--claim-id chooses the id. An id that a key's head under the root already
+carries is refused (exit 1): a claim id names one claim on one pair. The check
+reads every key's head (only an explicit id pays for it), compares heads only,
+and is not atomic against another acquire naming the same id; each record
+names its own pair, which classify --all pairs by.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		var kf keyFlags
 		kf.register(fs)
