@@ -113,12 +113,20 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 			sum.Orphans++
 			done[in.loc] = true
 			report(unreadable(in))
-		case partner != nil && partner.key != nil && in.claimID != "":
+		case in.pair != nil:
+			// The record names its pair: that is the pair, whatever other
+			// key carries the same claim id (an id reused on two pairs
+			// would otherwise pair keys of different claims, a pair that
+			// never was). A record naming another seat pairs nothing here.
+			if in.pair[0] == *in.key {
+				pairs = append(pairs, *in.pair)
+				done[in.loc], done[in.pair[1].Loc()] = true, true
+			}
+		case partner != nil && partner.key != nil && in.claimID != "" && (partner.pair == nil || partner.pair[0] == *in.key):
+			// No pair member (the reference's records): pair by claim id,
+			// unless the session's record names another seat.
 			pairs = append(pairs, [2]Key{*in.key, *partner.key})
 			done[in.loc], done[partner.loc] = true, true
-		case in.pair != nil && in.pair[0] == *in.key:
-			pairs = append(pairs, *in.pair)
-			done[in.loc], done[in.pair[1].Loc()] = true, true
 		}
 	}
 	for _, in := range infos[KindSession] {

@@ -3,8 +3,10 @@ package claimstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -160,5 +162,39 @@ func TestClassifyAllGapReportedOnce(t *testing.T) {
 	}
 	if r := results[0].Result; r == nil || r.Outcome != OutcomeUncertain || !r.Damaged || len(r.Published) != 0 {
 		t.Errorf("result %+v", results[0].Result)
+	}
+}
+
+// A claim id reused on two pairs (claimctl acquire --claim-id X twice) is
+// paired as each record's pair member says: two pairs, and no phantom pair
+// of one's seat and the other's session.
+func TestClassifyAllPairsByPairMember(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	w := openOn(t, root, liveHost())
+	owner := Owner{PID: 4100, Start: "500", Boot: bootA}
+	const id = "c00000000000000000000abcd"
+	var want [][2]string
+	for _, name := range []string{"a", "b", "c"} {
+		seat, _ := SeatKey(name, "p", "w")
+		session, _ := SessionKey(name)
+		if _, err := w.Acquire(seat, session, AcquireFields{ClaimID: id, Owner: owner}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, [2]string{seat.String(), session.String()})
+	}
+	var got [][2]string
+	_, err := w.ClassifyAll(context.Background(), &ClassifyOptions{DryRun: true}, func(pr *PairResult) {
+		if pr.Seat == nil || pr.Session == nil {
+			t.Errorf("not a pair: %+v", pr)
+			return
+		}
+		got = append(got, [2]string{pr.Seat.String(), pr.Session.String()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i][0] < got[j][0] })
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pairs %v, want %v", got, want)
 	}
 }

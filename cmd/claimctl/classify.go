@@ -19,7 +19,7 @@ import (
 
 var classifyCmd = &command{
 	name:    "classify",
-	args:    "[--root DIR] [--json] [--dry-run] [--units MODE] [--bus ADDR] (--seat S --project P --workspace W --session ID | --all)",
+	args:    "[--root DIR] [--json] [--dry-run] [--units MODE] [--bus ADDR] [--unit-timeout D] (--seat S --project P --workspace W --session ID | --all)",
 	summary: "Decide from durable evidence what a pair is after a crash or reboot, and publish it.",
 	doc: `
 classify judges one pair, or with --all every pair under the root, in the
@@ -259,18 +259,28 @@ func printClassify(w io.Writer, s *claimstore.Store, j *classifyJSON) {
 
 // classifyAll walks the root and ends with the summary.
 func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, opts *claimstore.ClassifyOptions) error {
+	// Progress counts keys: the total is the key directories under the
+	// root, known before the walk; each pair judged is two of them, each
+	// orphan one. Free keys of no pair (idle) are never reported one by
+	// one, so the count can end short of the total; the summary counts them.
 	progress := !c.json && isTerminal(e.stderr)
-	clearProgress := func() {
-		if progress {
-			fmt.Fprint(e.stderr, "\r\x1b[K")
-		}
+	total, keys := 0, 0
+	if progress {
+		total = countKeys(s)
+		e.progress("classify", "keys judged", 0, total)
 	}
+	clearProgress := e.progressDone
 	byProof := map[string]int{}
 	n := 0
 	each := func(pr *claimstore.PairResult) {
 		n++
 		if progress {
-			fmt.Fprintf(e.stderr, "\rclassify: %d pairs and keys judged…", n)
+			if pr.Orphan != "" || pr.Seat == nil || pr.Session == nil {
+				keys++
+			} else {
+				keys += 2
+			}
+			e.progress("classify", "keys judged", keys, total)
 		}
 		var line any
 		var text string

@@ -55,6 +55,7 @@ type env struct {
 	done string
 
 	progressStart time.Time
+	progressLast  time.Time
 	progressShown bool
 }
 
@@ -273,26 +274,39 @@ func quoteAll(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// progress shows done/total (total 0: unknown) and a rate on standard
-// error, only when it is a terminal: a log or a pipe gets nothing extra.
-func (e *env) progress(what string, done, total int) {
+// progress shows, on standard error and only when it is a terminal (a log
+// or a pipe gets nothing extra), how far a walk is: done/total and a rate
+// once the total is known (total > 0), else the count so far. It redraws at
+// most every 100ms, and always at the end (done == total): a walk of 100,000
+// keys must not spend its time writing to the terminal.
+func (e *env) progress(what, noun string, done, total int) {
 	if !isTerminal(e.stderr) {
 		return
 	}
+	now := time.Now()
 	if e.progressStart.IsZero() {
-		e.progressStart = time.Now()
+		e.progressStart = now
 	}
-	el := time.Since(e.progressStart).Seconds()
+	if e.progressShown && now.Sub(e.progressLast) < 100*time.Millisecond && done != total {
+		return
+	}
+	e.progressLast = now
+	fmt.Fprint(e.stderr, "\r\x1b[K"+progressLine(what, noun, done, total, now.Sub(e.progressStart)))
+	e.progressShown = true
+}
+
+// progressLine is one progress line: "list: 1200/20000 keys read, 3400/s"
+// (a rate only once the total is known and 0.2s have passed), or
+// "list: 1200 keys read".
+func progressLine(what, noun string, done, total int, elapsed time.Duration) string {
+	if total <= 0 {
+		return fmt.Sprintf("%s: %d %s", what, done, noun)
+	}
 	rate := ""
-	if el > 0.2 {
+	if el := elapsed.Seconds(); el > 0.2 {
 		rate = fmt.Sprintf(", %.0f/s", float64(done)/el)
 	}
-	if total > 0 {
-		fmt.Fprintf(e.stderr, "\r\x1b[K%s: %d/%d%s", what, done, total, rate)
-	} else {
-		fmt.Fprintf(e.stderr, "\r\x1b[K%s: %d%s", what, done, rate)
-	}
-	e.progressShown = true
+	return fmt.Sprintf("%s: %d/%d %s%s", what, done, total, noun, rate)
 }
 
 // progressDone clears the progress line.
@@ -301,4 +315,19 @@ func (e *env) progressDone() {
 		fmt.Fprint(e.stderr, "\r\x1b[K")
 		e.progressShown = false
 	}
+}
+
+// countKeys is the number of key directories under the root: the total of
+// a walk's progress. Only called when progress is shown (it lists both kind
+// directories once more).
+func countKeys(s *claimstore.Store) int {
+	n := 0
+	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
+		locs, err := s.Backend().Locs(kind)
+		if err != nil {
+			return 0
+		}
+		n += len(locs)
+	}
+	return n
 }

@@ -20,10 +20,10 @@ type keyFlags struct {
 }
 
 func (k *keyFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&k.seat, "seat", "", "the seat of the seat key")
-	fs.StringVar(&k.project, "project", "", "the project of the seat key")
-	fs.StringVar(&k.workspace, "workspace", "", "the workspace of the seat key")
-	fs.StringVar(&k.session, "session", "", "the session of the session key")
+	fs.StringVar(&k.seat, "seat", "", "the seat `S` of the seat key")
+	fs.StringVar(&k.project, "project", "", "the project `P` of the seat key")
+	fs.StringVar(&k.workspace, "workspace", "", "the workspace `W` of the seat key")
+	fs.StringVar(&k.session, "session", "", "the session `ID` of the session key")
 }
 
 // keyErr turns a *claimstore.KeyError into a usage error naming the flag.

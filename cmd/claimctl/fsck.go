@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
 )
@@ -52,7 +53,7 @@ Exit: 0 when there are no findings of severity error (warnings are listed);
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			rep, err := s.Check(ctx, &claimstore.CheckOptions{Repair: *repair})
+			rep, err := checkWithProgress(ctx, e, c, s, *repair)
 			if err != nil {
 				return fmt.Errorf("checking %s: %w", s.Root(), err)
 			}
@@ -104,4 +105,40 @@ func repairable(fs []findingJSON) int {
 		}
 	}
 	return n
+}
+
+// checkWithProgress runs fsck's check. On a terminal (and without --json)
+// it shows the number of keys to check and the time so far: claimstore's
+// Check reports nothing until it is done, so there is no count of keys
+// checked, and so no rate, to show.
+func checkWithProgress(ctx context.Context, e *env, c *common, s *claimstore.Store, repair bool) (*claimstore.CheckReport, error) {
+	if c.json || !isTerminal(e.stderr) {
+		return s.Check(ctx, &claimstore.CheckOptions{Repair: repair})
+	}
+	total := countKeys(s)
+	start := time.Now()
+	show := func() {
+		fmt.Fprintf(e.stderr, "\r\x1b[Kfsck: checking %d keys, %s", total, time.Since(start).Round(time.Second))
+	}
+	show()
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				show()
+			}
+		}
+	}()
+	rep, err := s.Check(ctx, &claimstore.CheckOptions{Repair: repair})
+	close(done)
+	<-stopped
+	fmt.Fprint(e.stderr, "\r\x1b[K")
+	return rep, err
 }

@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/claimstore/claimstore/claimstore"
 )
@@ -55,15 +55,17 @@ var helpTopics = map[string]func(io.Writer){
 }
 
 var helpCmd = &command{
-	name:    "help",
-	args:    "[COMMAND | exit-codes | json | root]",
-	summary: "Print help: the command list, a command's usage, or a topic.",
-	noRoot:  true,
+	name:       "help",
+	args:       "[COMMAND | exit-codes | json | root]",
+	summary:    "Print help: the command list, a command's usage, or a topic.",
+	noRoot:     true,
+	noJSON:     true,
+	positional: true,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		return func(e *env) error {
 			switch fs.NArg() {
 			case 0:
-				fmt.Fprint(e.stdout, mainUsage())
+				fmt.Fprint(e.stdout, mainUsage(helpWidth(e.stdout)))
 				return nil
 			case 1:
 			default:
@@ -83,49 +85,50 @@ var helpCmd = &command{
 	},
 }
 
-func mainUsage() string {
+// mainIntro is the first paragraph of `claimctl help` and the man page's
+// description.
+const mainIntro = `claimctl is the operator tool of claimstore: crash-safe writer claims on
+seats and sessions, kept as append-only revisions under a claim root.`
+
+// mainGlobal says which flags every command takes and where the root is.
+const mainGlobal = `Every command but help and completion takes --json (one JSON document on
+standard output; NDJSON for classify --all) and, except version, --root DIR;
+these two may also come before the command (claimctl --root DIR show ...),
+not in both places. The root is --root, else $CLAIMSTORE_ROOT, else
+/var/lib/claimstore for root and $XDG_STATE_HOME/claimstore (or
+~/.local/state/claimstore) for others.`
+
+func mainUsage(width int) string {
 	var b strings.Builder
-	b.WriteString(`claimctl is the operator tool of claimstore: crash-safe writer claims on seats
-and sessions, kept as append-only revisions under a claim root.
-
-usage: claimctl [--root DIR] [--json] COMMAND [flags]
-
-Commands:
-`)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	b.WriteString(wrapDoc(mainIntro, width) + "\n\n")
+	b.WriteString("usage: claimctl [--root DIR] [--json] COMMAND [flags]\n\nCommands:\n")
+	var rows [][]string
 	for _, c := range commands {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+		rows = append(rows, []string{c.name, c.summary})
 	}
-	tw.Flush()
-	b.WriteString(`
-Every command takes --json (one JSON document on standard output; NDJSON for
-classify --all) and, except version and help, --root DIR; these two may also
-come before the command (claimctl --root DIR show ...), not in both places. The root is --root,
-else $CLAIMSTORE_ROOT, else /var/lib/claimstore for root and
-$XDG_STATE_HOME/claimstore (or ~/.local/state/claimstore) for others.
-
-`)
-	printExitCodes(&b)
-	b.WriteString(`
-Run 'claimctl help COMMAND' for a command's flags, 'claimctl help json' for the
-JSON field names, 'claimctl help root' for the claim root.
-`)
+	table(&b, "  ", rows, width)
+	b.WriteString("\n" + wrapDoc(mainGlobal, width) + "\n\n")
+	printExitCodesWidth(&b, width)
+	b.WriteString("\n" + wrapDoc(`Run 'claimctl help COMMAND' for a command's flags, 'claimctl help json' for
+the JSON field names, 'claimctl help root' for the claim root.`, width) + "\n")
 	return b.String()
 }
 
-func printExitCodes(w io.Writer) {
+func printExitCodes(w io.Writer) { printExitCodesWidth(w, helpWidth(w)) }
+
+func printExitCodesWidth(w io.Writer, width int) {
 	fmt.Fprintln(w, "Exit codes:")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var rows [][]string
 	for _, x := range exitCodes {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\n", x.Code, x.Name, x.Meaning)
+		rows = append(rows, []string{strconv.Itoa(int(x.Code)), x.Name, x.Meaning})
 	}
-	tw.Flush()
+	table(w, "  ", rows, width)
 	fmt.Fprintln(w, "\nRefusal codes:")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	rows = nil
 	for _, code := range claimstore.Codes {
-		fmt.Fprintf(tw, "  %s\texit %d\t%s\n", code, refusalExit[code], refusalDocs[code])
+		rows = append(rows, []string{string(code), fmt.Sprintf("exit %d", refusalExit[code]), refusalDocs[code]})
 	}
-	tw.Flush()
+	table(w, "  ", rows, width)
 }
 
 // jsonFields returns the json names of a struct's fields, in order.
@@ -147,19 +150,21 @@ func jsonFields(v any) []string {
 }
 
 func printJSONHelp(w io.Writer) {
+	width := helpWidth(w)
 	fmt.Fprintln(w, `JSON documents and their fields (stable names; see REFERENCE.md):`)
 	for _, t := range jsonTypes {
-		fmt.Fprintf(w, "\n%s — %s\n", t.Name, t.Where)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(w, "\n%s\n", wrapLines(t.Name+" — "+t.Where, 0, 4, width))
+		var rows [][]string
 		for _, f := range jsonFields(t.Value) {
-			fmt.Fprintf(tw, "  %s\t%s\n", f, t.Fields[f])
+			rows = append(rows, []string{f, t.Fields[f]})
 		}
-		tw.Flush()
+		table(w, "  ", rows, width)
 	}
 }
 
-func printRootHelp(w io.Writer) {
-	fmt.Fprint(w, `The claim root is the directory that holds every key's history:
+func printRootHelp(w io.Writer) { fmt.Fprintln(w, wrapDoc(rootHelp, helpWidth(w))) }
+
+const rootHelp = `The claim root is the directory that holds every key's history:
 
   <root>/seat/<hash>/r0000000001.json      revisions of a seat key
   <root>/session/<hash>/r0000000001.json   revisions of a session key
@@ -180,6 +185,4 @@ seat/, session/ or proofs/: it is not a claim root.
 Claims record this machine's id (/etc/machine-id). When it cannot be read,
 the commands that judge or take claims fail and say how to fix it. If it
 changed, claims taken under the old id read as another machine's: put the old
-id back, classify or release them, then install the new one (REFERENCE.md).
-`)
-}
+id back, classify or release them, then install the new one (REFERENCE.md).`

@@ -357,12 +357,12 @@ var jsonTypes = []jsonType{
 		"claimId": "the claim holding the keys, when known",
 		"cause":   "the underlying error (a damaged revision, an I/O error)",
 	}},
-	{"log", logJSON{}, "`log --json`", map[string]string{
+	{"log", logJSON{}, "`log --json` (with --follow, the first line)", map[string]string{
 		"root":      "the claim root read",
 		"key":       "the key (a `key`)",
-		"revisions": "every revision, oldest first (each a `revision`)",
+		"revisions": "the revisions selected (every one without -n, --since, --until), oldest first, newest first with --reverse (each a `revision`)",
 	}},
-	{"revision", revisionJSON{}, "`log`", map[string]string{
+	{"revision", revisionJSON{}, "`log`; with --follow --json, each line after the first", map[string]string{
 		"revision":  "the revision number",
 		"path":      "its file",
 		"writtenAt": "when it was written (RFC 3339 UTC; informational)",

@@ -92,12 +92,20 @@ func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, 
 		empty bool
 	}
 	var heads [2][]keyHead
+	// Both kinds are listed first: the total is then known, and progress
+	// shows done/total and a rate.
+	var allLocs [2][]claimstore.Loc
+	total := 0
 	for i, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
 		locs, err := be.Locs(kind)
 		if err != nil {
 			return nil, fmt.Errorf("listing %s: %w", filepath.Join(s.Root(), string(kind)), err)
 		}
-		for _, loc := range locs {
+		allLocs[i] = locs
+		total += len(locs)
+	}
+	for i := range allLocs {
+		for _, loc := range allLocs[i] {
 			kh := keyHead{loc: loc}
 			n, data, rerr, err := be.Head(loc)
 			var k claimstore.Key
@@ -126,8 +134,8 @@ func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, 
 			}
 			heads[i] = append(heads[i], kh)
 			out.Keys++
+			e.progress("list", "keys read", out.Keys, total)
 		}
-		e.progress("list", out.Keys, 0)
 	}
 	e.progressDone()
 	judge := ownerCache{host: s.Host(), seen: map[string]ownerJSON{}}

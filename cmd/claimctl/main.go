@@ -43,7 +43,11 @@ type command struct {
 	summary string // one line
 	doc     string // paragraphs after the synopsis in `claimctl help NAME`
 	noRoot  bool   // the command does not take --root
-	aliases []string
+	noJSON  bool   // the command does not take --json (it prints only text)
+	// positional: the command takes words besides flags (help's topic,
+	// completion's shell); every other command takes values by flag only.
+	positional bool
+	aliases    []string
 	// define registers the command's own flags on fs and returns the
 	// function that runs it once the flags are parsed.
 	define func(fs *flag.FlagSet, c *common) func(e *env) error
@@ -65,7 +69,7 @@ func init() {
 	commands = []*command{
 		listCmd, showCmd, logCmd, classifyCmd, fsckCmd,
 		acquireCmd, advanceCmd, releaseCmd,
-		versionCmd, helpCmd,
+		versionCmd, helpCmd, completionCmd,
 	}
 }
 
@@ -198,13 +202,13 @@ func run1(e *env, args []string) exitCode {
 		if len(global) > 0 {
 			fmt.Fprintf(stderr, "claimctl: a command must follow %s\n", strings.Join(global.names(), " "))
 		}
-		fmt.Fprint(stderr, mainUsage())
+		fmt.Fprint(stderr, mainUsage(helpWidth(stderr)))
 		return exitUsage
 	}
 	name := args[0]
 	switch name {
 	case "-h", "-help", "--help":
-		fmt.Fprint(stdout, mainUsage())
+		fmt.Fprint(stdout, mainUsage(helpWidth(stdout)))
 		return exitOK
 	case "-version", "--version":
 		name = "version"
@@ -221,7 +225,7 @@ func run1(e *env, args []string) exitCode {
 			cmd.printHelp(stdout)
 			return exitOK
 		}
-		return report(e, c, usageErr{err.Error()})
+		return report(e, c, usageErr{dashFlagErr(err.Error())})
 	}
 	c.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
@@ -238,7 +242,7 @@ func run1(e *env, args []string) exitCode {
 		c.set[g.name] = true
 	}
 	c.rootSet = c.set["root"]
-	if fs.NArg() > 0 && cmd != helpCmd {
+	if fs.NArg() > 0 && !cmd.positional {
 		return report(e, c, usagef("unexpected argument %q: every value is given by a flag", fs.Arg(0)))
 	}
 	return report(e, c, runf(e))
@@ -253,23 +257,33 @@ func (cmd *command) flags() (*flag.FlagSet, *common, func(*env) error) {
 	if !cmd.noRoot {
 		fs.StringVar(&c.rootFlag, "root", "", "the claim `dir`ectory (default: $"+envRoot+", else /var/lib/claimstore for root, $XDG_STATE_HOME/claimstore or ~/.local/state/claimstore for others)")
 	}
-	fs.BoolVar(&c.json, "json", false, "write one JSON document (NDJSON for classify --all) instead of text")
+	if !cmd.noJSON {
+		fs.BoolVar(&c.json, "json", false, "write one JSON document (NDJSON for classify --all) instead of text")
+	}
 	runf := cmd.define(fs, c)
 	return fs, c, runf
 }
 
-// printHelp writes the command's usage: synopsis, description and flags.
+// printHelp writes the command's usage: synopsis, description and flags,
+// wrapped to the terminal's width (80 columns when w is not a terminal).
 func (cmd *command) printHelp(w io.Writer) {
-	fs, _, _ := cmd.flags()
-	fmt.Fprintf(w, "usage: claimctl %s %s\n\n%s\n", cmd.name, cmd.args, cmd.summary)
-	if cmd.doc != "" {
-		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(cmd.doc))
+	width := helpWidth(w)
+	fmt.Fprintf(w, "%s\n\n%s\n", wrapLines("usage: claimctl "+cmd.name+" "+cmd.args, 0, 6, width), wrapLines(cmd.summary, 0, 0, width))
+	if len(cmd.aliases) > 0 {
+		fmt.Fprintf(w, "Alias: %s.\n", strings.Join(cmd.aliases, ", "))
 	}
-	var b strings.Builder
-	fs.SetOutput(&b)
-	fs.PrintDefaults()
-	if b.Len() > 0 {
-		fmt.Fprintf(w, "\nFlags:\n%s", b.String())
+	if cmd.doc != "" {
+		fmt.Fprintf(w, "\n%s\n", wrapDoc(cmd.doc, width))
+	}
+	fs, _, _ := cmd.flags()
+	var rows [][]string
+	fs.VisitAll(func(f *flag.Flag) {
+		head, usage := flagHelp(f)
+		rows = append(rows, []string{head, usage})
+	})
+	if len(rows) > 0 {
+		fmt.Fprint(w, "\nFlags:\n")
+		table(w, "  ", rows, width)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,6 +112,27 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 		}
 		if ok := utf8.ValidString(ts.ReadFile(args[0])); ok == neg {
 			ts.Fatalf("%s: valid UTF-8 is %v", args[0], ok)
+		}
+	},
+	// waitmatch FILE REGEXP: wait (bounded) until FILE, written by a
+	// background command, matches REGEXP (multi-line mode). A follower's
+	// output is only in testscript's buffer once it exits; through a file,
+	// a script can act on what it printed while it runs.
+	"waitmatch": func(ts *testscript.TestScript, neg bool, args []string) {
+		if neg || len(args) != 2 {
+			ts.Fatalf("usage: waitmatch FILE REGEXP")
+		}
+		re := regexp.MustCompile("(?m)" + args[1])
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			data, _ := os.ReadFile(ts.MkAbs(args[0]))
+			if re.Match(data) {
+				return
+			}
+			if time.Now().After(deadline) {
+				ts.Fatalf("%s does not match %q after 10s; it holds:\n%s", args[0], args[1], data)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	},
 	// waitgone PID: wait (bounded) until no process PID exists.

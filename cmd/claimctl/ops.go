@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"text/tabwriter"
 
@@ -31,7 +32,13 @@ read from /proc/PID/stat. A claim is held while its owner lives; once the
 owner is gone, classify judges it.
 
 It prints the claim: its id and the revision it published on each key. Pass
-them to advance and release as --claim, --seat-rev and --session-rev.`,
+them to advance and release as --claim, --seat-rev and --session-rev.
+
+--claim-id chooses the id. An id that a key's head under the root already
+carries is refused (exit 1): a claim id names one claim on one pair. The check
+reads every key's head (only an explicit id pays for it), compares heads only,
+and is not atomic against another acquire naming the same id; each record
+names its own pair, which classify --all pairs by.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		var kf keyFlags
 		kf.register(fs)
@@ -93,6 +100,11 @@ them to advance and release as --claim, --seat-rev and --session-rev.`,
 			if err != nil {
 				return err
 			}
+			if c.set["claim-id"] {
+				if err := claimIDInUse(s, *claimID); err != nil {
+					return err
+				}
+			}
 			// The store reads a held head without listing its key, so a
 			// gap below it would be refused as "already active, wait for
 			// the owner": look for gaps first and name them.
@@ -112,6 +124,48 @@ them to advance and release as --claim, --seat-rev and --session-rev.`,
 			return printClaim(e, c, s, cl, "acquired")
 		}
 	},
+}
+
+// claimIDInUse refuses a --claim-id that a key's head under the root
+// already carries: a claim id names one claim on one pair, and show
+// --claim, advance, release and the reference pair keys by it.
+//
+// It reads every key's head (what `claimctl list` reads), so only an
+// explicit --claim-id pays for it; a generated id (96 random bits) is not
+// checked. Its limits: it compares heads only, so an id that survives only
+// below a key's head (its keys since taken by other claims) is not seen,
+// which nothing that pairs by heads can trip on; and it is not atomic, so
+// two acquires racing with the same new id on two pairs can both pass it.
+// For those, each record names its own pair (the pair member), and
+// classify --all pairs keys as it says.
+func claimIDInUse(s *claimstore.Store, id string) error {
+	be := s.Backend()
+	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
+		locs, err := be.Locs(kind)
+		if err != nil {
+			return fmt.Errorf("checking that --claim-id %s is not in use: listing %s: %w", id, filepath.Join(s.Root(), string(kind)), err)
+		}
+		for _, loc := range locs {
+			n, data, rerr, err := be.Head(loc)
+			if err != nil || rerr != nil || n == 0 {
+				continue
+			}
+			k, ok := keyOfData(data, loc)
+			if !ok {
+				continue
+			}
+			rec, err := claimstore.DecodeRecord(data, k, n)
+			if err != nil || rec.ClaimID != id {
+				continue
+			}
+			what := fmt.Sprintf("%s r%d (%s)", k, n, filepath.Join(s.KeyDir(k), claimstore.RevisionName(n)))
+			if seat, session, ok := pairOfRecord(rec); ok {
+				what += fmt.Sprintf(", of the pair %s + %s", seat, session)
+			}
+			return fmt.Errorf("--claim-id %s is in use: it is the claim at the head of %s; a claim id names one claim on one pair: choose another id, or omit --claim-id for a fresh one", id, what)
+		}
+	}
+	return nil
 }
 
 // ownerOf identifies process pid as an owner: its start time, this boot and

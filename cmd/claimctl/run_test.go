@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runIn runs claimctl in-process with the given environment.
@@ -151,5 +152,22 @@ func TestEscape(t *testing.T) {
 	}
 	if got := escJSONText([]byte("{\"a\":\"\u202e\U0001F600\",\n\"b\":\"\xff\"}")); got != `{"a":"\u202e`+"\U0001F600"+`", "b":"\xff"}` {
 		t.Errorf("escJSONText: %s", got)
+	}
+}
+
+// Progress shows done/total, and a rate once the total is known.
+func TestProgressLine(t *testing.T) {
+	for _, tc := range []struct {
+		done, total int
+		el          time.Duration
+		want        string
+	}{
+		{1200, 0, 2 * time.Second, "list: 1200 keys read"},
+		{1200, 20000, 100 * time.Millisecond, "list: 1200/20000 keys read"},
+		{1200, 20000, 2 * time.Second, "list: 1200/20000 keys read, 600/s"},
+	} {
+		if got := progressLine("list", "keys read", tc.done, tc.total, tc.el); got != tc.want {
+			t.Errorf("%d/%d after %v: %q, want %q", tc.done, tc.total, tc.el, got, tc.want)
+		}
 	}
 }

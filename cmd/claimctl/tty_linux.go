@@ -24,3 +24,12 @@ func stdoutClosedAtStart() bool {
 	fl, err := unix.FcntlInt(1, unix.F_GETFL, 0)
 	return err == nil && fl&unix.O_ACCMODE == unix.O_RDWR
 }
+
+// terminalColumns returns the width of the terminal on fd, or 0.
+func terminalColumns(fd int) int {
+	ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
+}

@@ -7,3 +7,5 @@ package main
 func isTerminalFd(int) bool { return false }
 
 func stdoutClosedAtStart() bool { return false }
+
+func terminalColumns(int) int { return 0 }

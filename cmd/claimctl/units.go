@@ -28,7 +28,7 @@ const (
 )
 
 func (u *unitFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&u.mode, "units", unitsAuto, "the service manager to ask about claims' units: `auto` (the system manager for root, the user manager for others), user, system, or none (every unit unknown: nothing is freed on a unit observation)")
+	fs.StringVar(&u.mode, "units", unitsAuto, "the service manager to ask about claims' units, `MODE`: auto (the system manager for root, the user manager for others), user, system, or none (every unit unknown: nothing is freed on a unit observation)")
 	fs.StringVar(&u.bus, "bus", "", "the D-Bus message bus `address` of that manager (default: the manager's usual bus, see REFERENCE.md)")
 	fs.DurationVar(&u.timeout, "unit-timeout", unitprobe.DefaultTimeout, "bound on each unit lookup; a lookup that times out is unknown")
 }
