@@ -59,6 +59,10 @@ type CheckOptions struct {
 	// Repair removes what is provably safe to remove: temporaries of
 	// writers proven gone. Nothing else is ever changed.
 	Repair bool
+	// Progress, if set, is called after each key is checked with the
+	// number checked so far and the number of keys to check, from the
+	// goroutine that called Check.
+	Progress func(done, total int)
 }
 
 // CheckReport is what Check found.
@@ -117,17 +121,22 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 		}
 	}
 	named := map[string]bool{} // boot proofs that revisions name
+	var all []Loc
 	for _, kind := range []Kind{KindSeat, KindSession} {
 		locs, err := s.be.Locs(kind)
 		if err != nil {
 			return rep, err
 		}
-		for _, loc := range locs {
-			if err := ctx.Err(); err != nil {
-				return rep, err
-			}
-			rep.Keys++
-			s.checkKey(loc, db, opts, rep, named, add)
+		all = append(all, locs...)
+	}
+	for i, loc := range all {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		rep.Keys++
+		s.checkKey(loc, db, opts, rep, named, add)
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(all))
 		}
 	}
 	ids, err := s.be.Proofs()

@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
 )
@@ -107,38 +106,14 @@ func repairable(fs []findingJSON) int {
 	return n
 }
 
-// checkWithProgress runs fsck's check. On a terminal (and without --json)
-// it shows the number of keys to check and the time so far: claimstore's
-// Check reports nothing until it is done, so there is no count of keys
-// checked, and so no rate, to show.
+// checkWithProgress runs fsck's check, showing on a terminal (and without
+// --json) the keys checked of the total and the rate.
 func checkWithProgress(ctx context.Context, e *env, c *common, s *claimstore.Store, repair bool) (*claimstore.CheckReport, error) {
-	if c.json || !isTerminal(e.stderr) {
-		return s.Check(ctx, &claimstore.CheckOptions{Repair: repair})
+	opts := &claimstore.CheckOptions{Repair: repair}
+	if !c.json && isTerminal(e.stderr) {
+		opts.Progress = func(done, total int) { e.progress("fsck", "keys checked", done, total) }
 	}
-	total := countKeys(s)
-	start := time.Now()
-	show := func() {
-		fmt.Fprintf(e.stderr, "\r\x1b[Kfsck: checking %d keys, %s", total, time.Since(start).Round(time.Second))
-	}
-	show()
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(500 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				show()
-			}
-		}
-	}()
-	rep, err := s.Check(ctx, &claimstore.CheckOptions{Repair: repair})
-	close(done)
-	<-stopped
-	fmt.Fprint(e.stderr, "\r\x1b[K")
+	rep, err := s.Check(ctx, opts)
+	e.progressDone()
 	return rep, err
 }
