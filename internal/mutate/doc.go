@@ -19,8 +19,8 @@
 // the stillborn, equivalent and survived counts, the runtime and the average
 // time per mutant.
 //
-// The tree is never written: each mutant is a copy of one file in a
-// temporary directory, put in place for the go command with -overlay.
+// The tree is never written: mutated sources live in a temporary directory
+// and reach the go command through -overlay.
 //
 // # Targets and operators
 //
@@ -41,7 +41,9 @@
 //     something (not in a call's arguments or a literal, e.g. a message).
 //   - and-or: && ↔ ||, likewise.
 //   - swallow-error: in a function (or function literal) whose last result
-//     is error, a return's error result → nil.
+//     is error, a return's error result → nil (an expression other than a
+//     name is still evaluated, then dropped: the error is swallowed, the
+//     call that made it still happens).
 //   - swap: exchange two adjacent statements that are calls, assignments or
 //     ifs with an init statement (a call and its check): this is how a
 //     swapped publish order (session before seat, link before fsync) is
@@ -75,30 +77,53 @@
 // many ran. -j runs that many mutants at once (default 2). -equivalent names
 // the equivalent list (default internal/mutate/equivalent.txt); -json writes
 // every result to a file; -v prints why a stillborn mutant did not compile;
-// -cover=false runs every test of the packages for every mutant.
+// -cover=false runs every test of the packages for every mutant;
+// -schema=false builds every mutant separately (slow).
 //
-// Per mutant, the mutated package is built first (go build -overlay): a
-// mutant that does not compile is stillborn, counted apart and never a
-// survivor. Then
+// # How a mutant is run
 //
-//	go test -short -count=1 -failfast -vet=off -timeout T -run TESTS -overlay ... PKGS
+// Building a package and its test binary per mutant costs seconds of
+// compile and link each, which on two cores would make a full run take
+// hours; so by default (-schema) each mutated package is built once as a
+// mutant schema (schema.go): every target file rewritten with all its
+// mutants compiled in, each behind a switch read from the environment
+// (MUTATE_SCHEMA_ACTIVE=k), plus a small helper file, given to go test -c
+// through -overlay. The rewrite is exact when a mutant is off (each
+// expression is evaluated once, on one side of the switch), and mutant k
+// switched on behaves as the file with only mutant k applied; a unit test
+// (TestSchemaMatchesMutants) checks both on a snippet for every operator.
+// Before any mutant runs, the schema's test binaries run every test with no
+// mutant on: they must pass, as the unmutated tree does.
 //
-// runs in the module root. A test timeout (T is ten times the unmutated
-// run, at least a minute) counts as killed: a mutant that hangs the code is
-// caught by it. Vet is off because a mutant vet dislikes (a redundant
-// condition) is not thereby caught by a test.
+// A mutant that does not compile on its own (stillborn: a dropped check
+// leaving a variable unused, a swap using a name before its declaration) is
+// found by type-checking the package with that mutant alone (go/types, with
+// the dependencies' export data from go list -export), counted apart, never
+// a survivor, and left out of the schema. Per mutant, then, the schema's
+// test binary runs in the package's directory, as go test would:
+//
+//	pkg.test -test.short -test.count=1 -test.failfast -test.timeout T -test.run TESTS
+//
+// with that mutant switched on. A test timeout (T is ten times the tests'
+// unmutated time, at least a minute) counts as killed: a mutant that hangs
+// the code is caught by it. -schema=false instead builds each mutant with
+// go build and go test -overlay (vet off: a mutant vet dislikes is not
+// thereby caught by a test); it is the slow reference the schema must
+// agree with.
 //
 // # Test selection by coverage
 //
 // Before the mutants, each test of each test package runs once, alone, with
 // a coverage profile of the target packages (one build, then one process per
 // test). A mutant is then tested only by the tests that executed the
-// statement it is in (-run TESTS); a mutant no test executes survives at no
-// cost, marked "no test executes this code". An expression is matched by
+// statement it is in (-test.run TESTS); a mutant no test executes survives
+// at no cost, marked "no test executes this code". The coverage run is
+// also the check that the unmutated tests pass. An expression is matched by
 // its whole statement, a case expression by its whole switch and an else-if
 // condition by its whole chain, since coverage blocks do not hold those. This
-// cuts most mutants' test time to a fraction of the suite's; the build of
-// the mutated package and its test binary remains the bulk of the cost.
+// cuts most mutants' test time to a fraction of the suite's. The tests each
+// test package selects (for hostid, ./hostid then ./claimstore) run one
+// package after the other, and the first that fails kills the mutant.
 //
 // # Environment and caveats
 //
@@ -109,6 +134,9 @@
 // not; coverage taken from one run can miss a test that reaches the code
 // only on some schedules, so a mutant only such a test kills may survive
 // (run it with -only and -cover=false to check). cmd/claimctl's tests are
-// not run: its scripts rebuild and run the binary per mutant, and drive the
-// same claimstore code its own tests reach directly.
+// run: its end-to-end scripts build and run the claimctl binary (a schema
+// binary would not reach them), and drive the same claimstore code that
+// claimstore's own tests reach directly. Mutants of hostid are judged by
+// hostid's and claimstore's tests. The race detector is not used (it would
+// multiply every test's time), which is why mutex calls are not mutated.
 package main

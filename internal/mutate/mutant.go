@@ -55,6 +55,13 @@ type mutant struct {
 	// blocks do not hold case expressions, and hold an else-if's
 	// condition only with its chain.
 	from, to lineCol
+
+	// What the schema (schema.go) needs: the node mutated (an expression,
+	// a statement, or for swap the statement list's owner), the operator
+	// that replaces a binary one, and a swap's index in its list.
+	node ast.Node
+	op   token.Token
+	idx  int
 }
 
 // apply returns src with the mutation made; src is not modified.
@@ -65,20 +72,38 @@ func (m *mutant) apply(src []byte) []byte {
 	return append(out, src[m.edit.end:]...)
 }
 
+// parsed is a target file and its mutants.
+type parsed struct {
+	file    string // slash path relative to the module root
+	fset    *token.FileSet
+	ast     *ast.File
+	src     []byte
+	funcs   []*ast.FuncDecl // the target functions
+	mutants []*mutant
+}
+
 // generate returns the mutants of the named functions in src (the contents
 // of file), in source order. It is an error for a name to match no
 // function.
 func generate(file string, src []byte, funcs []string) ([]*mutant, error) {
+	p, err := parse(file, src, funcs)
+	if err != nil {
+		return nil, err
+	}
+	return p.mutants, nil
+}
+
+func parse(file string, src []byte, funcs []string) (*parsed, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, file, src, parser.SkipObjectResolution)
 	if err != nil {
 		return nil, err
 	}
+	p := &parsed{file: file, fset: fset, ast: f, src: src}
 	want := map[string]bool{}
 	for _, name := range funcs {
 		want[name] = true
 	}
-	var out []*mutant
 	for _, d := range f.Decls {
 		fd, ok := d.(*ast.FuncDecl)
 		if !ok || fd.Body == nil || !want[funcName(fd)] {
@@ -87,7 +112,8 @@ func generate(file string, src []byte, funcs []string) ([]*mutant, error) {
 		delete(want, funcName(fd))
 		g := &gen{fset: fset, src: src, file: file, fn: funcName(fd), count: map[string]int{}}
 		g.walk(fd)
-		out = append(out, g.out...)
+		p.mutants = append(p.mutants, g.out...)
+		p.funcs = append(p.funcs, fd)
 	}
 	if len(want) > 0 {
 		var missing []string
@@ -97,7 +123,7 @@ func generate(file string, src []byte, funcs []string) ([]*mutant, error) {
 		sort.Strings(missing)
 		return nil, fmt.Errorf("%s: no function %s (renamed? update internal/mutate/targets.go)", file, strings.Join(missing, ", "))
 	}
-	return out, nil
+	return p, nil
 }
 
 // funcName is "Name", or "Recv.Name" for a method.
@@ -146,10 +172,10 @@ func (g *gen) off(p token.Pos) int { return g.fset.Position(p).Offset }
 func (g *gen) text(n ast.Node) string { return string(g.src[g.off(n.Pos()):g.off(n.End())]) }
 
 // add records a mutant replacing [from, to) with text.
-func (g *gen) add(op string, from, to token.Pos, text, desc string) {
+func (g *gen) add(op string, from, to token.Pos, text, desc string) *mutant {
 	g.count[op]++
 	k := g.count[op]
-	g.out = append(g.out, &mutant{
+	m := &mutant{
 		ID:   fmt.Sprintf("%s:%s:%s:%d", g.file, g.fn, op, k),
 		File: g.file, Func: g.fn, Op: op, K: k,
 		Line: g.fset.Position(from).Line,
@@ -157,7 +183,9 @@ func (g *gen) add(op string, from, to token.Pos, text, desc string) {
 		edit: edit{start: g.off(from), end: g.off(to), text: text},
 		from: g.lineCol(g.anchor[0]),
 		to:   g.lineCol(g.anchor[1]),
-	})
+	}
+	g.out = append(g.out, m)
+	return m
 }
 
 // walk visits the body in source order (pre-order), keeping the stack of
@@ -203,9 +231,9 @@ func anchorOf(fd *ast.FuncDecl, n ast.Node, stack []ast.Node) [2]token.Pos {
 func (g *gen) visit(n ast.Node, stack []ast.Node) {
 	switch n := n.(type) {
 	case *ast.BlockStmt:
-		g.swaps(n.List)
+		g.swaps(n, n.List)
 	case *ast.CaseClause:
-		g.swaps(n.Body)
+		g.swaps(n, n.Body)
 		// A tagless switch's cases are conditions.
 		if len(stack) >= 2 {
 			if sw, ok := stack[len(stack)-2].(*ast.SwitchStmt); ok && sw.Tag == nil {
@@ -215,15 +243,15 @@ func (g *gen) visit(n ast.Node, stack []ast.Node) {
 			}
 		}
 	case *ast.CommClause:
-		g.swaps(n.Body)
+		g.swaps(n, n.Body)
 	case *ast.ExprStmt:
-		if call, ok := n.X.(*ast.CallExpr); ok && !isMutexCall(call) {
-			g.add(opRemoveCall, n.Pos(), n.End(), "", "remove "+snippet(g.text(n)))
+		if call, ok := n.X.(*ast.CallExpr); ok && !isMutexCall(call) && inList(stack) {
+			g.add(opRemoveCall, n.Pos(), n.End(), "", "remove "+snippet(g.text(n))).node = n
 		}
 	case *ast.IfStmt:
-		if n.Else == nil && len(n.Body.List) > 0 {
+		if n.Else == nil && len(n.Body.List) > 0 && inList(stack) {
 			if _, ok := n.Body.List[len(n.Body.List)-1].(*ast.ReturnStmt); ok {
-				g.add(opRemoveGuard, n.Pos(), n.End(), "", "remove "+snippet(g.text(n)))
+				g.add(opRemoveGuard, n.Pos(), n.End(), "", "remove "+snippet(g.text(n))).node = n
 			}
 		}
 		g.negate(n.Cond)
@@ -236,24 +264,38 @@ func (g *gen) visit(n ast.Node, stack []ast.Node) {
 			return
 		}
 		if to, ok := boundary[n.Op]; ok {
-			g.add(opBoundary, n.OpPos, n.OpPos+token.Pos(len(n.Op.String())), to.String(),
+			m := g.add(opBoundary, n.OpPos, n.OpPos+token.Pos(len(n.Op.String())), to.String(),
 				fmt.Sprintf("%s → %s in %s", n.Op, to, snippet(g.text(n))))
+			m.node, m.op = n, to
 		}
 		if to, ok := andOr[n.Op]; ok {
-			g.add(opAndOr, n.OpPos, n.OpPos+token.Pos(len(n.Op.String())), to.String(),
+			m := g.add(opAndOr, n.OpPos, n.OpPos+token.Pos(len(n.Op.String())), to.String(),
 				fmt.Sprintf("%s → %s in %s", n.Op, to, snippet(g.text(n))))
+			m.node, m.op = n, to
 		}
 	case *ast.ReturnStmt:
 		g.swallow(n, stack)
 	case *ast.BranchStmt:
-		if n.Label == nil && (n.Tok == token.CONTINUE || n.Tok == token.BREAK) {
+		if n.Label == nil && (n.Tok == token.CONTINUE || n.Tok == token.BREAK) && inList(stack) {
 			to := token.BREAK
 			if n.Tok == token.BREAK {
 				to = token.CONTINUE
 			}
-			g.add(opBranch, n.Pos(), n.End(), to.String(), fmt.Sprintf("%s → %s", n.Tok, to))
+			m := g.add(opBranch, n.Pos(), n.End(), to.String(), fmt.Sprintf("%s → %s", n.Tok, to))
+			m.node, m.op = n, to
 		}
 	}
+}
+
+// inList reports whether the statement whose ancestors these are stands in
+// a statement list (not as an if's init or a for's post statement), where
+// it can be dropped or wrapped.
+func inList(stack []ast.Node) bool {
+	switch stack[len(stack)-1].(type) {
+	case *ast.BlockStmt, *ast.CaseClause, *ast.CommClause:
+		return true
+	}
+	return false
 }
 
 // inCondition reports whether a binary expression with these ancestors
@@ -287,14 +329,19 @@ func (g *gen) negate(cond ast.Expr) {
 	if b, ok := ast.Unparen(cond).(*ast.BinaryExpr); ok && (b.Op == token.EQL || b.Op == token.NEQ) {
 		return
 	}
-	g.add(opNegate, cond.Pos(), cond.End(), "!("+g.text(cond)+")", "negate "+snippet(g.text(cond)))
+	g.add(opNegate, cond.Pos(), cond.End(), "!("+g.text(cond)+")", "negate "+snippet(g.text(cond))).node = cond
 }
 
 // swaps emits an exchange of every two adjacent statements that are both
 // calls or assignments (an `if` with an init statement counts: it is how
 // a call and its error check are written). Exchanging publications is how
 // a swapped publish order is seeded.
-func (g *gen) swaps(list []ast.Stmt) {
+func (g *gen) swaps(owner ast.Node, list []ast.Stmt) {
+	for _, st := range list {
+		if _, ok := st.(*ast.LabeledStmt); ok {
+			return // a schema repeats the list, and a label cannot be repeated
+		}
+	}
 	for i := 0; i+1 < len(list); i++ {
 		a, b := list[i], list[i+1]
 		if !swappable(a) || !swappable(b) {
@@ -302,8 +349,9 @@ func (g *gen) swaps(list []ast.Stmt) {
 		}
 		between := string(g.src[g.off(a.End()):g.off(b.Pos())])
 		g.anchor = [2]token.Pos{a.Pos(), b.End()}
-		g.add(opSwap, a.Pos(), b.End(), g.text(b)+between+g.text(a),
+		m := g.add(opSwap, a.Pos(), b.End(), g.text(b)+between+g.text(a),
 			fmt.Sprintf("swap %s with %s", snippet(g.text(a)), snippet(g.text(b))))
+		m.node, m.idx = owner, i
 	}
 }
 
@@ -365,7 +413,13 @@ func (g *gen) swallow(r *ast.ReturnStmt, stack []ast.Node) {
 	if id, ok := e.(*ast.Ident); ok && id.Name == "nil" {
 		return
 	}
-	g.add(opSwallow, e.Pos(), e.End(), "nil", "swallow the error of "+snippet(g.text(r)))
+	// The error is still computed, only dropped: replacing a call by nil
+	// would also remove the call's effects, a second mutation.
+	text := "nil"
+	if _, ok := e.(*ast.Ident); !ok {
+		text = "func(error) error { return nil }(" + g.text(e) + ")"
+	}
+	g.add(opSwallow, e.Pos(), e.End(), text, "swallow the error of "+snippet(g.text(r))).node = e
 }
 
 // snippet is the first line of s, shortened for a one-line description.
