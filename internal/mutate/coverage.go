@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // A block is a covered range of a source file.
@@ -22,6 +23,9 @@ type coverage struct {
 	// tests[pkg][file] lists, for each test of pkg, the blocks of file
 	// (slash path relative to the module root) it ran.
 	tests map[string]map[string]map[string][]block
+	// took[pkg][test] is how long the test ran alone (with coverage, so
+	// a little longer than without): the base of a mutant's timeout.
+	took map[string]map[string]time.Duration
 }
 
 // collectCoverage runs every test of every package in pkgs once, alone,
@@ -39,7 +43,7 @@ func (r *runner) collectCoverage(pkgs []string, jobs int) (*coverage, error) {
 			coverPkgs = append(coverPkgs, p)
 		}
 	}
-	cov := &coverage{tests: map[string]map[string]map[string][]block{}}
+	cov := &coverage{tests: map[string]map[string]map[string][]block{}, took: map[string]map[string]time.Duration{}}
 	for _, pkg := range pkgs {
 		bin := filepath.Join(r.tmp, "cover-"+strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+".test")
 		if _, err := output(r.root, "go", "test", "-c", "-vet=off", "-cover", "-covermode=set",
@@ -60,6 +64,7 @@ func (r *runner) collectCoverage(pkgs []string, jobs int) (*coverage, error) {
 			}
 		}
 		perTest := map[string]map[string][]block{}
+		took := map[string]time.Duration{}
 		var mu sync.Mutex
 		var firstErr error
 		next := make(chan string)
@@ -70,6 +75,7 @@ func (r *runner) collectCoverage(pkgs []string, jobs int) (*coverage, error) {
 				defer wg.Done()
 				for name := range next {
 					prof := bin + "." + name + ".cover"
+					t0 := time.Now()
 					_, err := output(dir, bin, "-test.run", "^"+regexp.QuoteMeta(name)+"$",
 						"-test.short", "-test.count=1", "-test.timeout=10m", "-test.coverprofile="+prof)
 					var blocks map[string][]block
@@ -81,6 +87,7 @@ func (r *runner) collectCoverage(pkgs []string, jobs int) (*coverage, error) {
 						firstErr = fmt.Errorf("coverage of %s %s: %w", pkg, name, err)
 					}
 					perTest[name] = blocks
+					took[name] = time.Since(t0)
 					mu.Unlock()
 				}
 			}()
@@ -94,6 +101,7 @@ func (r *runner) collectCoverage(pkgs []string, jobs int) (*coverage, error) {
 			return nil, firstErr
 		}
 		cov.tests[pkg] = perTest
+		cov.took[pkg] = took
 	}
 	return cov, nil
 }

@@ -104,9 +104,11 @@
 //
 //	pkg.test -test.short -test.count=1 -test.failfast -test.timeout T -test.run TESTS
 //
-// with that mutant switched on. A test timeout (T is ten times the tests'
-// unmutated time, at least a minute) counts as killed: a mutant that hangs
-// the code is caught by it. -schema=false instead builds each mutant with
+// with that mutant switched on. A test timeout counts as killed: a mutant
+// that hangs the code (a negated loop condition) is caught by it. T is ten
+// times what the selected tests took alone in the coverage run, at least
+// 30 s, at most ten times the whole suite's unmutated time (-timeout sets it
+// for every mutant). -schema=false instead builds each mutant with
 // go build and go test -overlay (vet off: a mutant vet dislikes is not
 // thereby caught by a test); it is the slow reference the schema must
 // agree with.

@@ -118,7 +118,11 @@ func mutate(c *config, out io.Writer) error {
 	for _, m := range all {
 		byID[m.ID] = m
 	}
-	equiv, err := readEquivalent(filepath.Join(root, filepath.FromSlash(c.equivalent)))
+	eqPath := filepath.FromSlash(c.equivalent)
+	if !filepath.IsAbs(eqPath) {
+		eqPath = filepath.Join(root, eqPath)
+	}
+	equiv, err := readEquivalent(eqPath)
 	if err != nil {
 		return err
 	}

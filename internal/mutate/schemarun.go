@@ -18,6 +18,8 @@ type schemaRun struct {
 	num       map[*mutant]int
 	stillborn map[*mutant]string // why the mutant does not compile
 	timeout   map[string]time.Duration
+	// fixedTimeout: -timeout was given, and applies to every mutant.
+	fixedTimeout bool
 }
 
 // prepareSchema type-checks every mutant in want (a stillborn one is left
@@ -119,7 +121,7 @@ func (r *runner) prepareSchema(parsedFiles []*parsed, want map[*mutant]bool, out
 			}
 			base += time.Since(t1)
 		}
-		sr.timeout[dir] = fixed
+		sr.timeout[dir], sr.fixedTimeout = fixed, fixed != 0
 		if fixed == 0 {
 			sr.timeout[dir] = max(time.Minute, 10*base)
 		}
@@ -150,16 +152,26 @@ func (r *runner) schemaMutant(sr *schemaRun, m *mutant, src []byte, pkgs []strin
 	dir := filepath.ToSlash(filepath.Dir(m.File))
 	ran := false
 	for _, p := range pkgs {
-		run := ""
+		run, timeout := "", sr.timeout[dir]
 		if r.cov != nil {
 			names := r.cov.covering(p, m)
 			if len(names) == 0 {
 				continue
 			}
 			run = runPattern(names)
+			if !sr.fixedTimeout {
+				// Ten times what the selected tests took alone: a mutant
+				// that loops forever (a negated loop condition) costs
+				// that, not the whole suite's timeout.
+				var took time.Duration
+				for _, n := range names {
+					took += r.cov.took[p][n]
+				}
+				timeout = min(timeout, max(30*time.Second, 10*took))
+			}
 		}
 		ran = true
-		out, detail := r.runBinary(context.Background(), sr.bins[dir][p], p, run, sr.num[m], sr.timeout[dir])
+		out, detail := r.runBinary(context.Background(), sr.bins[dir][p], p, run, sr.num[m], timeout)
 		if out != survived {
 			res.Outcome, res.Detail = out, detail
 			return res
