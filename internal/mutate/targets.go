@@ -1,0 +1,82 @@
+package main
+
+// A target names the functions of one file that mutants are seeded in, and
+// the packages whose tests must kill them.
+type target struct {
+	// File is the path of a Go source file relative to the module root,
+	// slash-separated.
+	File string
+	// Funcs are the functions to mutate: "Name" for a function,
+	// "Recv.Name" for a method (the receiver's type name without '*').
+	// A name that no longer exists is an error, so that a rename cannot
+	// silently shrink the mutation run.
+	Funcs []string
+	// Tests are the packages (go test patterns, relative to the module
+	// root) run against each mutant of the file.
+	Tests []string
+}
+
+// claimstoreTests is where claimstore's mutants are judged. cmd/claimctl's
+// tests are left out: its end-to-end scripts build and run the claimctl
+// binary, which the schema's test binary does not reach, for logic that
+// claimstore's own tests exercise directly; see doc.go.
+var claimstoreTests = []string{"./claimstore"}
+
+// targets is the publish path, head and listing logic, fencing, classify,
+// proofs, the trust chain and hostid's owner judging: the code whose
+// mistakes lose acknowledged revisions or free a live claim.
+var targets = []target{
+	{
+		File: "claimstore/backend.go",
+		Funcs: []string{
+			"dirBackend.writeExclusive", "dirBackend.ensureDir", "dirBackend.ensureRoot",
+			"dirBackend.Head", "dirBackend.Publish", "dirBackend.Sync", "dirBackend.syncWalk",
+			"dirBackend.syncLocs", "dirBackend.List", "dirBackend.checkDir",
+			"dirBackend.WriteProof", "dirBackend.ReadProof",
+		},
+		Tests: claimstoreTests,
+	},
+	{
+		File: "claimstore/trust.go",
+		Funcs: []string{
+			"dirBackend.readFile", "checkChain", "ancestorProblem", "dirBackend.trustInfo",
+		},
+		Tests: claimstoreTests,
+	},
+	{
+		File: "claimstore/store.go",
+		Funcs: []string{
+			"Store.head", "Store.probeHead", "Store.verifyHeadProof", "Store.fenced",
+			"Store.step", "Store.Acquire", "Store.Advance", "Store.checkReleaseProof",
+			"Store.listedUpTo", "Store.setListed", "dense", "firstMissing",
+			"Head.Held", "Head.State", "Pair.Held", "Pair.State", "Store.Refusal",
+		},
+		Tests: claimstoreTests,
+	},
+	{
+		File: "claimstore/classify.go",
+		Funcs: []string{
+			"Store.classifyOnce", "Store.finish", "Store.completeMovedRelease",
+			"bootEvidence", "Store.judgeOwner", "Store.syncHeads", "sameOutcome",
+			"spawnMarkerOf",
+		},
+		Tests: claimstoreTests,
+	},
+	{
+		File:  "claimstore/proof.go",
+		Funcs: []string{"Store.IssueBootProof", "Store.VerifyProof", "Store.ReadBootProof"},
+		Tests: claimstoreTests,
+	},
+	{
+		File:  "claimstore/all.go",
+		Funcs: []string{"Store.ClassifyAll", "Store.keyInfo"},
+		Tests: claimstoreTests,
+	},
+	{
+		File:  "hostid/hostid.go",
+		Funcs: []string{"Judge", "parseStat"},
+		// claimstore judges owners through hostid: its classify tests
+		// are part of what must notice a wrong judgement.
+		Tests: []string{"./hostid", "./claimstore"},
+	},
+}
