@@ -29,10 +29,17 @@ var targets = []target{
 	{
 		File: "claimstore/backend.go",
 		Funcs: []string{
-			"dirBackend.writeExclusive", "dirBackend.ensureDir", "dirBackend.ensureRoot",
-			"dirBackend.Head", "dirBackend.Publish", "dirBackend.Sync", "dirBackend.syncWalk",
-			"dirBackend.syncLocs", "dirBackend.List", "dirBackend.checkDir",
+			"dirBackend.Head", "dirBackend.probe", "dirBackend.ProbeHead", "dirBackend.Census",
+			"dirBackend.syncWalk", "dirBackend.syncLocs", "dirBackend.List", "dirBackend.checkDir",
 			"dirBackend.WriteProof", "dirBackend.ReadProof",
+		},
+		Tests: claimstoreTests,
+	},
+	{
+		File: "claimstore/publish.go",
+		Funcs: []string{
+			"dirBackend.makeDirs", "dirBackend.makeRoot", "dirBackend.fsyncDirs", "dirBackend.ensureDir",
+			"dirBackend.prepare", "dirPrepared.Commit", "dirBackend.Sync", "dirBackend.writeExclusive",
 		},
 		Tests: claimstoreTests,
 	},
@@ -46,7 +53,8 @@ var targets = []target{
 	{
 		File: "claimstore/store.go",
 		Funcs: []string{
-			"Store.head", "Store.probeHead", "Store.verifyHeadProof", "Store.fenced",
+			"Store.head", "Store.probeHead", "Store.verifyHeadProof", "Store.fenced", "Store.fencedOwn",
+			"Store.publishAfter", "preparing.commit",
 			"Store.step", "Store.Acquire", "Store.Advance", "Store.checkReleaseProof",
 			"Store.listedUpTo", "Store.setListed", "dense", "firstMissing",
 			"Head.Held", "Head.State", "Pair.Held", "Pair.State", "Store.Refusal",
