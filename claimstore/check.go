@@ -52,6 +52,10 @@ type Finding struct {
 	// writer is proven gone.
 	Repairable bool
 	Repaired   bool
+	// RepairFailed is set when Repair tried and could not (a read-only
+	// filesystem, a temporary that is a non-empty directory); Message
+	// says why.
+	RepairFailed bool
 }
 
 // CheckOptions configure Check. A nil *CheckOptions checks only.
@@ -242,8 +246,15 @@ func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *Check
 		f.Repairable = true
 		f.Message = "a temporary of a writer proven gone (" + why + ")"
 		if opts.Repair && db != nil {
-			if err := db.fs.Remove(path); err == nil || errors.Is(err, fs.ErrNotExist) {
-				if err := db.fs.SyncDir(dir); err == nil {
+			switch err := db.fs.Remove(path); {
+			case err != nil && !errors.Is(err, fs.ErrNotExist):
+				f.RepairFailed = true
+				f.Message += "; NOT removed: " + err.Error()
+			default:
+				if err := db.fs.SyncDir(dir); err != nil {
+					f.RepairFailed = true
+					f.Message += "; removed, but the removal may not survive a crash: " + err.Error()
+				} else {
 					f.Repaired = true
 					f.Message += "; removed"
 				}

@@ -29,7 +29,8 @@ reported, never rewritten, and its key stays held until an operator repairs
 it by hand.
 
 Exit: 0 when there are no findings of severity error (warnings are listed);
-7 when there are; 1 when the root cannot be read.`,
+7 when there are; 1 when the root cannot be read, or when --repair could
+not repair what it tried to (each such finding says why).`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		repair := fs.Bool("repair", false, "remove temporaries of writers proven gone")
 		return func(e *env) error {
@@ -58,7 +59,7 @@ Exit: 0 when there are no findings of severity error (warnings are listed);
 			}
 			j := fsckJSON{Root: s.Root(), Repair: *repair, Keys: rep.Keys, Revisions: rep.Revisions, Proofs: rep.Proofs, Findings: []findingJSON{}}
 			for _, f := range rep.Findings {
-				j.Findings = append(j.Findings, findingJSON{Path: f.Path, Kind: f.Kind, Severity: string(f.Severity), Message: f.Message, Repairable: f.Repairable, Repaired: f.Repaired})
+				j.Findings = append(j.Findings, findingJSON{Path: f.Path, Kind: f.Kind, Severity: string(f.Severity), Message: f.Message, Repairable: f.Repairable, Repaired: f.Repaired, RepairFailed: f.RepairFailed})
 				switch {
 				case f.Severity == claimstore.SeverityError:
 					j.Errors++
@@ -67,6 +68,9 @@ Exit: 0 when there are no findings of severity error (warnings are listed);
 				}
 				if f.Repaired {
 					j.Repaired++
+				}
+				if f.RepairFailed {
+					j.RepairFailed++
 				}
 			}
 			if c.json {
@@ -84,6 +88,12 @@ Exit: 0 when there are no findings of severity error (warnings are listed);
 					fmt.Fprintf(e.stdout, "; %d repairable with --repair", n)
 				}
 				fmt.Fprintln(e.stdout)
+			}
+			if j.RepairFailed > 0 {
+				if !c.json {
+					fmt.Fprintf(e.stderr, "claimctl fsck: %d repair(s) under %s could not be done; each finding above says why\n", j.RepairFailed, j.Root)
+				}
+				return exitErr{code: exitError}
 			}
 			if j.Errors > 0 {
 				if !c.json {

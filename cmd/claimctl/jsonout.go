@@ -237,18 +237,22 @@ type findingJSON struct {
 	Message    string `json:"message"`
 	Repairable bool   `json:"repairable"`
 	Repaired   bool   `json:"repaired"`
+	// RepairFailed: --repair tried and could not; Message says why.
+	RepairFailed bool `json:"repairFailed"`
 }
 
 type fsckJSON struct {
-	Root      string        `json:"root"`
-	Repair    bool          `json:"repair"`
-	Keys      int           `json:"keys"`
-	Revisions int           `json:"revisions"`
-	Proofs    int           `json:"proofs"`
-	Errors    int           `json:"errors"`
-	Warnings  int           `json:"warnings"`
-	Repaired  int           `json:"repaired"`
-	Findings  []findingJSON `json:"findings"`
+	Root      string `json:"root"`
+	Repair    bool   `json:"repair"`
+	Keys      int    `json:"keys"`
+	Revisions int    `json:"revisions"`
+	Proofs    int    `json:"proofs"`
+	Errors    int    `json:"errors"`
+	Warnings  int    `json:"warnings"`
+	Repaired  int    `json:"repaired"`
+	// RepairFailed counts the repairs tried and not done.
+	RepairFailed int           `json:"repairFailed"`
+	Findings     []findingJSON `json:"findings"`
 }
 
 type versionJSON struct {
@@ -460,23 +464,25 @@ var jsonTypes = []jsonType{
 		"exit":           "the exit code of the walk",
 	}},
 	{"fsck", fsckJSON{}, "`fsck --json`", map[string]string{
-		"root":      "the claim root checked",
-		"repair":    "whether `--repair` was given",
-		"keys":      "key directories checked",
-		"revisions": "revisions checked",
-		"proofs":    "proof files checked",
-		"errors":    "findings of severity error",
-		"warnings":  "findings of severity warning",
-		"repaired":  "findings repaired",
-		"findings":  "every finding (each a `finding`)",
+		"root":         "the claim root checked",
+		"repair":       "whether `--repair` was given",
+		"keys":         "key directories checked",
+		"revisions":    "revisions checked",
+		"proofs":       "proof files checked",
+		"errors":       "findings of severity error",
+		"warnings":     "findings of severity warning",
+		"repaired":     "findings repaired",
+		"repairFailed": "repairs tried and not done (each finding says why; exit 1)",
+		"findings":     "every finding (each a `finding`)",
 	}},
 	{"finding", findingJSON{}, "`fsck`", map[string]string{
-		"path":       "the file or directory",
-		"kind":       "`damaged-revision`, `gap`, `key-mismatch`, `foreign-file`, `unsafe-path`, `temporary`, `proof` or `unreadable`",
-		"severity":   "`error` (the root breaks the format; exit 7) or `warning`",
-		"message":    "what is wrong and what to do",
-		"repairable": "whether `--repair` may act (temporaries of writers proven gone)",
-		"repaired":   "whether `--repair` did",
+		"path":         "the file or directory",
+		"kind":         "`damaged-revision`, `gap`, `key-mismatch`, `foreign-file`, `unsafe-path`, `temporary`, `proof` or `unreadable`",
+		"severity":     "`error` (the root breaks the format; exit 7) or `warning`",
+		"message":      "what is wrong and what to do",
+		"repairable":   "whether `--repair` may act (temporaries of writers proven gone)",
+		"repaired":     "whether `--repair` did",
+		"repairFailed": "whether `--repair` tried and could not (the message says why; exit 1)",
 	}},
 	{"version", versionJSON{}, "`version --json`", map[string]string{
 		"version": "claimctl's version",
