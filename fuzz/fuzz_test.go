@@ -338,7 +338,7 @@ func FuzzHead(f *testing.F) {
 			}
 		}
 		dense := uint64(len(byN)) == max
-		s, err := claimstore.Open(fuzzRoot, &claimstore.Options{FS: fsys, Now: func() time.Time { return time.Time{} }})
+		s, err := claimstore.Open(fuzzRoot, &claimstore.Options{FS: fsys, Now: func() time.Time { return time.Time{} }, Sequential: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -137,7 +137,7 @@ func newModel(t *rapid.T, st *modelStats) *model {
 func bootID(n int) string { return fmt.Sprintf("%08x-0000-4000-8000-000000000000", n) }
 
 func (m *model) open(t *rapid.T) {
-	s, err := claimstore.Open(modelRoot, &claimstore.Options{FS: m.fs, Host: m.host, Now: func() time.Time { return time.Unix(1, 0) }})
+	s, err := claimstore.Open(modelRoot, &claimstore.Options{FS: m.fs, Host: m.host, Now: func() time.Time { return time.Unix(1, 0) }, Sequential: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func (m *model) check(t *rapid.T) {
 			t.Fatalf("acknowledged %s lost or changed (present %v)", p, ok)
 		}
 	}
-	s, err := claimstore.Open(modelRoot, &claimstore.Options{FS: m.fs.Snapshot(), Host: m.host})
+	s, err := claimstore.Open(modelRoot, &claimstore.Options{FS: m.fs.Snapshot(), Host: m.host, Sequential: true})
 	if err != nil {
 		t.Fatal(err)
 	}
