@@ -198,3 +198,23 @@ func TestClassifyAllPairsByPairMember(t *testing.T) {
 		t.Errorf("pairs %v, want %v", got, want)
 	}
 }
+
+// Records the reference writes carry no pair member: ClassifyAll pairs
+// their keys by claim id, and a session whose own record names another
+// seat is not paired with this one.
+func TestClassifyAllPairsReferenceRecordsByClaimID(t *testing.T) {
+	root := newRoot(t)
+	s := openStore(t, root, nil)
+	seat, session := seatKey(t, "s"), sessionKey(t, "x")
+	for _, k := range []Key{seat, session} {
+		writeRev(t, s, k, 1, refRecord(k, 1, testClaimID, "reserved").bytes())
+	}
+	var got []*PairResult
+	sum, err := s.ClassifyAll(context.Background(), &ClassifyOptions{DryRun: true}, func(r *PairResult) { got = append(got, r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Pairs != 1 || sum.Orphans != 0 || len(got) != 1 || got[0].Seat == nil || *got[0].Seat != seat || got[0].Session == nil || *got[0].Session != session {
+		t.Fatalf("ClassifyAll over reference records = %+v, results %+v; want the one pair, by claim id", sum, got)
+	}
+}
