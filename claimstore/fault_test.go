@@ -128,6 +128,20 @@ func TestFaults(t *testing.T) {
 			}
 		},
 	}, {
+		name: "EIO from link is an error, not a lost race",
+		rules: func(w *world) []*errorfs.Rule {
+			return []*errorfs.Rule{{Op: errorfs.OpLink, Kind: errorfs.Fail, Times: 1}}
+		},
+		op: opAcquire("a", 1, 'a'),
+		check: func(t *testing.T, w *world, err error) {
+			// A link that failed for another reason than an existing name
+			// lost no race: re-reading and publishing again would hide an
+			// I/O error behind a retry.
+			if !errors.Is(err, syscall.EIO) || isRefusal(err, "") {
+				t.Fatalf("got %v, want EIO", err)
+			}
+		},
+	}, {
 		name: "a spurious EEXIST from link, once",
 		rules: func(w *world) []*errorfs.Rule {
 			return []*errorfs.Rule{{Op: errorfs.OpLink, Kind: errorfs.Fail, Err: syscall.EEXIST, Times: 1}}

@@ -432,3 +432,29 @@ func TestJudgeWithForeignProc(t *testing.T) {
 		}
 	}
 }
+
+// parseStat's edges: every one-letter state (both cases, both ends of the
+// alphabet), exactly the 20 fields after the command it needs, and a line
+// with no closing parenthesis.
+func TestParseStatEdges(t *testing.T) {
+	for _, st := range []string{"A", "Z", "a", "z", "R", "t"} {
+		got, err := parseStat("/proc/123/stat", 123, strings.Replace(statLine(123, "x", "4567"), ") S ", ") "+st+" ", 1))
+		if err != nil || got.state != st[0] || got.start != "4567" {
+			t.Errorf("state %s: %+v, %v", st, got, err)
+		}
+	}
+	// Exactly 20 fields after the command: the start time is the last.
+	exact := "123 (x) S 1 100 100 0 -1 4194560 120 0 0 0 0 0 0 0 20 0 1 0 4567\n"
+	if got, err := parseStat("/proc/123/stat", 123, exact); err != nil || got.start != "4567" {
+		t.Errorf("20 fields: %+v, %v; want start 4567", got, err)
+	}
+	for _, bad := range []string{
+		"123 (x) S 1 100 100 0 -1 4194560 120 0 0 0 0 0 0 0 20 0 1\n",        // 19 fields
+		"123 (x S 1 100 100 0 -1 4194560 120 0 0 0 0 0 0 0 20 0 1 0 4567\n",  // no ')'
+		"124 (x) S 1 100 100 0 -1 4194560 120 0 0 0 0 0 0 0 20 0 1 0 4567\n", // another pid
+	} {
+		if got, err := parseStat("/proc/123/stat", 123, bad); err == nil {
+			t.Errorf("parseStat(%q) = %+v, want an error", bad, got)
+		}
+	}
+}
