@@ -174,10 +174,16 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 	ready := sync.NewCond(&mu)
 	next := make(chan int)
 	wctx, stop := context.WithCancel(ctx)
-	defer stop()
+	// Every worker has ended when the walk returns, canceled or not: no
+	// classification publishes after ClassifyAll returned.
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
 	go func() {
 		defer close(next)
 		for i := range pairs {
+			if wctx.Err() != nil {
+				return
+			}
 			select {
 			case next <- i:
 			case <-wctx.Done():
@@ -186,8 +192,13 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 		}
 	}()
 	for range min(workers, len(pairs)) {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			for i := range next {
+				if wctx.Err() != nil {
+					continue // drain: the walk is over
+				}
 				seat, session := pairs[i][0], pairs[i][1]
 				res, err := s.Classify(wctx, seat, session, opts)
 				mu.Lock()

@@ -168,6 +168,11 @@ type dirBackend struct {
 	kindOK map[string]bool
 	// failed is the sticky fsync failure; see ErrSyncFailed.
 	failed error
+	// inflight are the fsyncs running now, by sequence number; settled is
+	// signalled as each ends (see settle).
+	inflight map[uint64]bool
+	syncSeq  uint64
+	settled  *sync.Cond
 	// synced records, per key, the highest revision known durable: made
 	// so by this process's directory fsync after reading or publishing it.
 	synced map[Loc]uint64
@@ -192,7 +197,9 @@ var _ Backend = (*dirBackend)(nil)
 // the format the reference implementation writes.
 func NewDirBackend(fsys FS, root string) Backend {
 	_, strict := fsys.(osFS)
-	return &dirBackend{fs: fsys, root: root, hints: map[Loc]uint64{}, durable: map[string]bool{}, syncedAt: map[string]uint64{}, kindOK: map[string]bool{}, synced: map[Loc]uint64{}, strict: strict}
+	b := &dirBackend{fs: fsys, root: root, hints: map[Loc]uint64{}, durable: map[string]bool{}, syncedAt: map[string]uint64{}, kindOK: map[string]bool{}, synced: map[Loc]uint64{}, strict: strict, inflight: map[uint64]bool{}}
+	b.settled = sync.NewCond(&b.mu)
+	return b
 }
 
 func (b *dirBackend) dir(loc Loc) string { return filepath.Join(b.root, string(loc.Kind), loc.Hash) }
@@ -327,7 +334,7 @@ type linkedFile struct {
 // size and modification time. Zero when the filesystem does not say.
 type fileID struct {
 	dev, ino, size uint64
-	mtime          int64
+	mtime, ctime   int64 // ctime cannot be set from user space: a copy with -p keeps mtime, not ctime
 }
 
 func identityOf(fi fs.FileInfo) fileID {
@@ -335,7 +342,7 @@ func identityOf(fi fs.FileInfo) fileID {
 	if !ok {
 		return fileID{}
 	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano()}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano(), ctime: st.Ctim.Nano()}
 }
 
 // probe finds the highest revision by probing names, so that its cost
@@ -541,13 +548,52 @@ func isKeyHash(name string) bool {
 
 // sync runs an fsync and makes a failure sticky.
 func (b *dirBackend) sync(f func() error) error {
-	if err := f(); err != nil {
-		b.mu.Lock()
-		if b.failed == nil {
-			b.failed = err
-		}
-		b.mu.Unlock()
+	b.mu.Lock()
+	b.syncSeq++
+	id := b.syncSeq
+	b.inflight[id] = true
+	b.mu.Unlock()
+	err := f()
+	b.mu.Lock()
+	if err != nil && b.failed == nil {
+		b.failed = err
+	}
+	delete(b.inflight, id)
+	b.settled.Broadcast()
+	b.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSyncFailed, err)
+	}
+	return nil
+}
+
+// running returns the fsyncs in flight now.
+func (b *dirBackend) running() []uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ids := make([]uint64, 0, len(b.inflight))
+	for id := range b.inflight {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// settle waits for the fsyncs that were in flight when a caller's own
+// began (before) to end, then fails if any fsync of this store has failed.
+// A failed directory fsync may have lost entries that another goroutine's
+// later, successful fsync of the same directory never writes (the kernel
+// reports the loss once): nothing is acknowledged after such a failure,
+// including by an operation that was already under way.
+func (b *dirBackend) settle(before []uint64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, id := range before {
+		for b.inflight[id] && b.failed == nil {
+			b.settled.Wait()
+		}
+	}
+	if b.failed != nil {
+		return fmt.Errorf("%w (first failure: %v)", ErrSyncFailed, b.failed)
 	}
 	return nil
 }
@@ -567,10 +613,15 @@ func (b *dirBackend) WriteProof(id string, data []byte) error {
 	err := b.writeExclusive(b.proofDir(), id+".json", data, nil)
 	if errors.Is(err, ErrRevisionExists) {
 		// Another issuer's proof: it may be linked and not yet durable
-		// (its writer may have died before the directory fsync), and the
-		// caller is about to rely on it.
-		if serr := b.sync(func() error { return b.fs.SyncDir(b.proofDir()) }); serr != nil {
-			return &fs.PathError{Op: "fsync", Path: b.proofDir(), Err: serr}
+		// (its writer may have died before the directory fsync, or before
+		// the fsync of the root that makes proofs/ itself durable), and
+		// the caller is about to rely on it.
+		needs, merr := b.makeDirs(b.proofDir())
+		if merr != nil {
+			return merr
+		}
+		if serr := b.fsyncDirs([]string{b.proofDir()}, needs); serr != nil {
+			return serr
 		}
 		return &fs.PathError{Op: "write proof", Path: filepath.Join(b.proofDir(), id+".json"), Err: fs.ErrExist}
 	}
@@ -655,6 +706,9 @@ func (b *dirBackend) syncWalk(heads map[Loc]uint64) error {
 	}
 	if err := b.sync(func() error { return err }); err != nil {
 		return &fs.PathError{Op: "syncfs", Path: b.root, Err: err}
+	}
+	if err := b.settle(nil); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"testing"
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/internal/crashfs"
+	"github.com/claimstore/claimstore/internal/errorfs"
 )
 
 // A reader decides only on durable state. A releaser is killed after it
@@ -189,5 +191,99 @@ func TestClassifyAllFreeHeadsDurable(t *testing.T) {
 				t.Errorf("power cut state %d/%d after classify --all said free: %v + %v reads %s", i+1, len(states), c.Seat, c.Session, p.State())
 			}
 		}
+	}
+}
+
+// A proof another classifier linked, in a proofs/ directory it made and
+// did not live to fsync into the root: the classifier that loses the
+// exclusive write to it relies on it, so it must make the proof durable
+// and proofs/ itself, even when this store has long made the root durable
+// for its own keys.
+func TestLosingProofWriterMakesProofsDirDurable(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	if err := acquire("a", 1, 'a').run(w); err != nil {
+		t.Fatal(err)
+	}
+	c := w.claims["a"]
+	later := &testHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
+	// Y: a long-lived store on the next boot, which has already made the
+	// root and both kind directories durable (another pair's acquire).
+	y := w.open(w.fs, later, nil)
+	s2, x2 := mustKeys(t, 2)
+	if _, err := y.Acquire(s2, x2, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 9, Start: "1", Boot: bootB}}); err != nil {
+		t.Fatal(err)
+	}
+	// X: another classifier that makes proofs/, links the proof, and dies
+	// before any directory fsync.
+	rec, err := claimstore.DecodeRecord(w.fs.Files(path.Dir(revPath(c.Seat, 1)))[revPath(c.Seat, 1)], c.Seat, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := errors.New("killed")
+	w.fs.SetHook(func(call crashfs.Call) error {
+		if call.Op == "syncdir" {
+			return killed
+		}
+		return nil
+	})
+	x := w.open(w.fs, later, nil)
+	if _, err := x.IssueBootProof(rec); !errors.Is(err, killed) {
+		t.Fatalf("X's proof: %v, want it killed", err)
+	}
+	w.fs.Resume()
+	p, err := y.IssueBootProof(rec)
+	if err != nil {
+		t.Fatalf("Y's proof: %v", err)
+	}
+	proof := path.Join(root, claimstore.ProofDir, p.ID+".json")
+	states, _, err := w.fs.CrashStates(crashfs.ModelSubset, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range states {
+		if _, ok := st.Files(root)[proof]; !ok {
+			t.Errorf("power cut state %d/%d after Y relied on the proof: %s is lost", i+1, len(states), proof)
+		}
+	}
+}
+
+// A directory fsync that failed in one goroutine may have lost entries
+// another goroutine's later fsync of the same directory will not write
+// (the kernel reports the loss once). A store acknowledges nothing after
+// it, even an operation that was already under way.
+func TestNoAcknowledgementAfterAConcurrentFsyncFailure(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Op: errorfs.OpSyncDir, Path: errorfs.Suffix("/claims/session"), Kind: errorfs.Lose, Times: 1})
+	g2AtLink := make(chan struct{})
+	g1Done := make(chan struct{})
+	s1, x1 := mustKeys(t, 1)
+	s2, x2 := mustKeys(t, 2)
+	s, err := claimstore.Open(root, &claimstore.Options{FS: efs, Host: w.host, Now: fixedNow, Barrier: func(p claimstore.Point) error {
+		switch {
+		case p.ClaimID == claimID('b') && p.Barrier == claimstore.BarrierLinked && p.Key == x2:
+			close(g2AtLink) // G2 linked its session revision; its fsyncs wait for G1
+			<-g1Done
+		case p.ClaimID == claimID('a') && p.Barrier == claimstore.BarrierBetweenKeys:
+			<-g2AtLink // G2's session key directory exists, not yet durable
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(s2, x2, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: owner})
+		errs <- err
+	}()
+	_, err1 := s.Acquire(s1, x1, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: owner})
+	close(g1Done)
+	err2 := <-errs
+	if !errors.Is(err1, claimstore.ErrSyncFailed) {
+		t.Fatalf("G1, whose fsync failed: %v, want ErrSyncFailed", err1)
+	}
+	if !errors.Is(err2, claimstore.ErrSyncFailed) {
+		t.Fatalf("G2, whose fsync ran after G1's failed: %v, want ErrSyncFailed (its key directory's entry may be lost)", err2)
 	}
 }

@@ -2,6 +2,7 @@ package claimstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
@@ -90,7 +91,7 @@ func (osFS) ScanDir(dir string, each func(name []byte)) error {
 		// struct linux_dirent64: ino u64, off s64, reclen u16, type u8,
 		// name NUL-terminated.
 		for b := buf[:n]; len(b) >= 19; {
-			reclen := int(b[16]) | int(b[17])<<8
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
 			if reclen < 19 || reclen > len(b) {
 				return &fs.PathError{Op: "getdents", Path: dir, Err: errors.New("malformed directory entry")}
 			}

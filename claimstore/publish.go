@@ -147,6 +147,7 @@ func (b *dirBackend) fsyncDirs(dirs []string, needs []parentSync) error {
 	}
 	start := b.tickLocked()
 	b.mu.Unlock()
+	before := b.running()
 	errs := make([]error, len(order))
 	if len(order) == 1 || b.sequential {
 		for i, d := range order {
@@ -167,6 +168,9 @@ func (b *dirBackend) fsyncDirs(dirs []string, needs []parentSync) error {
 		if err != nil {
 			return &fs.PathError{Op: "fsync", Path: order[i], Err: err}
 		}
+	}
+	if err := b.settle(before); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
