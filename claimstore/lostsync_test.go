@@ -128,3 +128,47 @@ func lostSyncAt(t *testing.T, setup []step, op step, nth int) {
 func ownStore(st step) bool {
 	return strings.HasSuffix(st.name, " cut between keys") || strings.HasSuffix(st.name, " raced")
 }
+
+// TestFsyncCounts pins down how many fsyncs each operation costs: what
+// durability needs and no more. An acquire on new keys in a new root: the
+// root's parent, the root, seat/ and session/ (each made), two temporaries,
+// two key directories. A release in a new process: the same, since a
+// directory's first use in a process fsyncs its parent. A step in a store
+// that has used the directories: two temporaries, two key directories.
+func TestFsyncCounts(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	count := func(run func(s *claimstore.Store)) int {
+		t.Helper()
+		c := &syncCounter{FS: w.fs}
+		run(w.open(c, w.host, nil))
+		return c.n
+	}
+	seat, session := mustKeys(t, 1)
+	owner := claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}
+	var c *claimstore.Claim
+	if n := count(func(s *claimstore.Store) {
+		var err error
+		if c, err = s.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: owner}); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 8 {
+		t.Errorf("acquire on new keys in a new root: %d fsyncs, want 8", n)
+	}
+	if n := count(func(s *claimstore.Store) {
+		if err := s.Advance(c, active()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Advance(c, stopping()); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 8+4 {
+		t.Errorf("two steps in a new process: %d fsyncs, want 12 (8, then 4)", n)
+	}
+	if n := count(func(s *claimstore.Store) {
+		if err := s.Release(c, claimstore.NewProof(claimstore.ProofCohort, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 8 {
+		t.Errorf("release in a new process: %d fsyncs, want 8", n)
+	}
+}
