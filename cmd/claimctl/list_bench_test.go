@@ -82,13 +82,3 @@ func TestListManyPairs(t *testing.T) {
 		t.Errorf("list: want %q in\n%.400s", want, out)
 	}
 }
-
-// TestWriteListRoot writes a 10,000-pair root at $CLAIMCTL_LIST_ROOT for a
-// measurement by hand (`time claimctl list --root …`); skipped otherwise.
-func TestWriteListRoot(t *testing.T) {
-	root := os.Getenv("CLAIMCTL_LIST_ROOT")
-	if root == "" {
-		t.Skip("set CLAIMCTL_LIST_ROOT to write a 10,000-pair root there")
-	}
-	writeHeldPairs(t, root, 10000)
-}
