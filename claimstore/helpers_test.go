@@ -288,3 +288,17 @@ func noTemps(t testing.TB, s *Store, k Key) {
 }
 
 var errCrash = errors.New("simulated crash")
+
+// releasedPair makes a new root whose pair (seat "s", session "x") was
+// acquired and released with a cohort proof: both keys free at revision 2.
+func releasedPair(t *testing.T) (root string, s *Store, seat, session Key) {
+	t.Helper()
+	root = newRoot(t)
+	s = openStore(t, root, nil)
+	seat, session = seatKey(t, "s"), sessionKey(t, "x")
+	c := mustAcquire(t, s, seat, session)
+	if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
+		t.Fatal(err)
+	}
+	return root, s, seat, session
+}

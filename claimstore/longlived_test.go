@@ -74,13 +74,7 @@ func equalStrings(a, b []string) bool {
 // above it; once an operator restores the missing revision, a new store
 // reads the key whole.
 func TestLongLivedStoreGapAtListing(t *testing.T) {
-	root := newRoot(t)
-	s := openStore(t, root, nil)
-	seat, session := seatKey(t, "s"), sessionKey(t, "x")
-	c := mustAcquire(t, s, seat, session)
-	if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
-		t.Fatal(err)
-	}
+	root, s, seat, session := releasedPair(t)
 	// r1 is lost (a restored root): the free head r2 sits above a gap.
 	r1 := filepath.Join(s.KeyDir(session), RevisionName(1))
 	saved := readRev(t, s, session, 1)
@@ -154,13 +148,7 @@ func TestFenceOnRevisionNumbersSameClaim(t *testing.T) {
 // store's hints and listings follow its own appends, and every number
 // lands densely after the last.
 func TestLongLivedStoreOwnCycles(t *testing.T) {
-	root := newRoot(t)
-	s := openStore(t, root, nil)
-	seat, session := seatKey(t, "s"), sessionKey(t, "x")
-	c := mustAcquire(t, s, seat, session)
-	if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
-		t.Fatal(err)
-	}
+	_, s, seat, session := releasedPair(t)
 	// The same store publishes again on both keys: the history grows
 	// densely, each revision landing where the store's hint says.
 	for i := range 3 {

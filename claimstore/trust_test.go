@@ -310,13 +310,7 @@ func (absentUnitsLookup) LookupUnit(_ context.Context, name string) UnitObservat
 // even a key with no revision at all: whoever could write there could have
 // removed them.
 func TestWritableKindDirectoryHoldsEveryKey(t *testing.T) {
-	root := newRoot(t)
-	s := openStore(t, root, nil)
-	seat, session := seatKey(t, "s"), sessionKey(t, "x")
-	c := mustAcquire(t, s, seat, session)
-	if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
-		t.Fatal(err)
-	}
+	root, s, seat, session := releasedPair(t)
 	empty := seatKey(t, "empty")
 	if err := os.Mkdir(s.KeyDir(empty), 0o700); err != nil {
 		t.Fatal(err)
@@ -361,13 +355,7 @@ func TestWritableEmptyKeyDirectoryIsHeld(t *testing.T) {
 // its owner can rewrite it.
 func TestForeignOwnedRevisionIsDamaged(t *testing.T) {
 	uid, gid := otherUser(t)
-	root := newRoot(t)
-	s := openStore(t, root, nil)
-	seat, session := seatKey(t, "s"), sessionKey(t, "x")
-	c := mustAcquire(t, s, seat, session)
-	if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
-		t.Fatal(err)
-	}
+	root, s, seat, session := releasedPair(t)
 	head := filepath.Join(s.KeyDir(session), RevisionName(2))
 	if err := os.Chown(head, uid, gid); err != nil {
 		t.Fatal(err)
@@ -615,13 +603,7 @@ func TestIssueBootProofRefusesSquattedID(t *testing.T) {
 // A revision (or proof) larger than MaxFileSize is damaged, not read: its
 // size is named, and the key is held.
 func TestOversizedRevisionIsDamaged(t *testing.T) {
-	root := newRoot(t)
-	s := openStore(t, root, nil)
-	seat, session := seatKey(t, "s"), sessionKey(t, "x")
-	c := mustAcquire(t, s, seat, session)
-	if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
-		t.Fatal(err)
-	}
+	root, s, seat, session := releasedPair(t)
 	// A valid stopped record padded with whitespace past the bound.
 	rec := readRev(t, s, session, 2)
 	rec = bytes.Replace(rec, []byte(`"revision":2`), []byte(`"revision":3`), 1)

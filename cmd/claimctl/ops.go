@@ -139,11 +139,30 @@ names its own pair, which classify --all pairs by.`,
 // For those, each record names its own pair (the pair member), and
 // classify --all pairs keys as it says.
 func claimIDInUse(s *claimstore.Store, id string) error {
+	var found error
+	dir, err := headsOfClaim(s, id, func(k claimstore.Key, n uint64, rec *claimstore.Record) bool {
+		what := fmt.Sprintf("%s r%d (%s)", k, n, filepath.Join(s.KeyDir(k), claimstore.RevisionName(n)))
+		if seat, session, ok := pairOfRecord(rec); ok {
+			what += fmt.Sprintf(", of the pair %s + %s", seat, session)
+		}
+		found = fmt.Errorf("--claim-id %s is in use: it is the claim at the head of %s; a claim id names one claim on one pair: choose another id, or omit --claim-id for a fresh one", id, what)
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("checking that --claim-id %s is not in use: listing %s: %w", id, dir, err)
+	}
+	return found
+}
+
+// headsOfClaim calls fn with every key whose readable head belongs to
+// claim id, seat keys first, until fn returns false. It reads every key's
+// head. On a failure to list a kind's keys it returns that directory.
+func headsOfClaim(s *claimstore.Store, id string, fn func(k claimstore.Key, n uint64, rec *claimstore.Record) (more bool)) (string, error) {
 	be := s.Backend()
 	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
 		locs, err := be.Locs(kind)
 		if err != nil {
-			return fmt.Errorf("checking that --claim-id %s is not in use: listing %s: %w", id, filepath.Join(s.Root(), string(kind)), err)
+			return filepath.Join(s.Root(), string(kind)), err
 		}
 		for _, loc := range locs {
 			n, data, rerr, err := be.Head(loc)
@@ -158,14 +177,12 @@ func claimIDInUse(s *claimstore.Store, id string) error {
 			if err != nil || rec.ClaimID != id {
 				continue
 			}
-			what := fmt.Sprintf("%s r%d (%s)", k, n, filepath.Join(s.KeyDir(k), claimstore.RevisionName(n)))
-			if seat, session, ok := pairOfRecord(rec); ok {
-				what += fmt.Sprintf(", of the pair %s + %s", seat, session)
+			if !fn(k, n, rec) {
+				return "", nil
 			}
-			return fmt.Errorf("--claim-id %s is in use: it is the claim at the head of %s; a claim id names one claim on one pair: choose another id, or omit --claim-id for a fresh one", id, what)
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // ownerOf identifies process pid as an owner: its start time, this boot and

@@ -84,39 +84,24 @@ be read, or no key's head belongs to --claim.`,
 // findClaim finds the keys whose head belongs to claim id, by reading every
 // key's head; a head's pair member names a partner whose head moved on.
 func findClaim(s *claimstore.Store, id string) (seat, session *claimstore.Key, err error) {
-	be := s.Backend()
-	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
-		locs, err := be.Locs(kind)
-		if err != nil {
-			return nil, nil, err
+	_, err = headsOfClaim(s, id, func(k claimstore.Key, _ uint64, rec *claimstore.Record) bool {
+		if k.Kind == claimstore.KindSeat {
+			seat = &k
+		} else {
+			session = &k
 		}
-		for _, loc := range locs {
-			n, data, rerr, err := be.Head(loc)
-			if err != nil || rerr != nil || n == 0 {
-				continue
+		if ps, pss, ok := pairOfRecord(rec); ok {
+			if seat == nil {
+				seat = &ps
 			}
-			k, ok := keyOfData(data, loc)
-			if !ok {
-				continue
-			}
-			rec, err := claimstore.DecodeRecord(data, k, n)
-			if err != nil || rec.ClaimID != id {
-				continue
-			}
-			if kind == claimstore.KindSeat {
-				seat = &k
-			} else {
-				session = &k
-			}
-			if ps, pss, ok := pairOfRecord(rec); ok {
-				if seat == nil {
-					seat = &ps
-				}
-				if session == nil {
-					session = &pss
-				}
+			if session == nil {
+				session = &pss
 			}
 		}
+		return true
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	if seat == nil && session == nil {
 		return nil, nil, fmt.Errorf("no key under %s has claim %s at its head; the claim may have been released and superseded (read a key's history with `claimctl log`)", s.Root(), id)
