@@ -11,4 +11,4 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require golang.org/x/tools v0.26.0 // indirect
+require golang.org/x/tools v0.51.0 // indirect

@@ -6,39 +6,39 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
 )
 
-// Loc locates a key's history in a backend: its kind and its hash. A store
-// maps a Key to a Loc; ClassifyAll finds Locs by listing.
-type Loc struct {
-	Kind Kind
-	Hash string
-}
-
-// Loc returns where k's history lives.
-func (k Key) Loc() Loc { return Loc{Kind: k.Kind, Hash: k.Hash()} }
-
-func (l Loc) String() string { return string(l.Kind) + "/" + l.Hash }
-
-// Barrier names a point in the publication of a revision, in order:
-// temp-written, temp-synced, linked, dir-synced; and between-keys, after a
-// step's seat revision and before its session revision.
-type Barrier string
+// The seam's types live in package storage, so that a backend on another
+// engine (claimstore/etcdbackend) implements it without importing this
+// package, and this package's tests can run their suite over it. They are
+// aliased here so that the store's API is unchanged.
+type (
+	Loc      = storage.Loc
+	Barrier  = storage.Barrier
+	Backend  = storage.Backend
+	Prepared = storage.Prepared
+)
 
 const (
-	BarrierTempWritten Barrier = "temp-written"
-	BarrierTempSynced  Barrier = "temp-synced"
-	BarrierLinked      Barrier = "linked"
-	BarrierDirSynced   Barrier = "dir-synced"
-	BarrierBetweenKeys Barrier = "between-keys"
+	BarrierTempWritten = storage.BarrierTempWritten
+	BarrierTempSynced  = storage.BarrierTempSynced
+	BarrierLinked      = storage.BarrierLinked
+	BarrierDirSynced   = storage.BarrierDirSynced
+	BarrierBetweenKeys = storage.BarrierBetweenKeys
+	// MaxRevision is the highest revision number the file name can carry.
+	MaxRevision = storage.MaxRevision
 )
 
 // Barriers lists the barrier points in the order an operation meets them.
-var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, BarrierDirSynced, BarrierBetweenKeys}
+var Barriers = storage.Barriers
+
+// Loc returns where k's history lives.
+func (k Key) Loc() Loc { return Loc{Kind: k.Kind, Hash: k.Hash()} }
 
 // Point is where a barrier hook is called: the barrier, the key and the
 // revision being published (for between-keys, the seat key and its new
@@ -58,97 +58,14 @@ type Point struct {
 // dir-synced, between-keys, then session linked.
 type BarrierFunc func(Point) error
 
-// Backend is what a claim store needs of its storage: publish revision n of
-// a key exclusively and durably, read a key's head, list its history, and
-// list keys. Everything above it (records, states, the pair, refusals,
-// classify) is the same for any backend; a backend on a distributed engine
-// implements these same five methods with the same guarantees.
-type Backend interface {
-	// Head returns the number and contents of loc's highest revision, or
-	// 0 and nil when loc has none. data is nil with a non-nil readErr when
-	// the revision exists but cannot be read; err is for failures to
-	// determine the head at all.
-	Head(loc Loc) (n uint64, data []byte, readErr, err error)
-
-	// Read returns the contents of revision n of loc.
-	Read(loc Loc, n uint64) ([]byte, error)
-
-	// Publish makes data revision n of loc. Exactly one publisher wins each
-	// number: the others get an error wrapping ErrRevisionExists. When
-	// Publish returns nil the revision is durable; its name never refers
-	// to anything but data. hook is called at the barrier points (nil: no
-	// hook) with the barrier only; the store fills in the rest. It is
-	// Prepare followed by Commit.
-	Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error
-
-	// Prepare does what of Publish can be done before the exclusive step
-	// (for the directory backend: directories made, a temporary written
-	// and fsynced; hook sees temp-written and temp-synced), so that it can
-	// overlap other work; Commit on the result does the rest (linked,
-	// dir-synced). Nothing is visible to readers before Commit. Prepare
-	// and Commit may run concurrently with any other method.
-	Prepare(loc Loc, n uint64, data []byte, hook func(Barrier) error) (Prepared, error)
-
-	// List returns the revision numbers of loc in ascending order, and
-	// the names in its directory that are not revisions.
-	List(loc Loc) (revs []uint64, other []string, err error)
-
-	// Locs returns every key of the given kind that has a history.
-	Locs(kind Kind) ([]Loc, error)
-
-	// Sync makes revision n of loc, and every revision below it, durable
-	// as they can be read now, whoever published them: a writer that
-	// crashed after its link and before its directory fsync leaves a
-	// revision that every reader sees and a power cut can still take away.
-	// A decision that frees, completes or publishes on the strength of a
-	// head it read calls Sync on that head first. A backend whose reads
-	// only ever see durable data (a consensus store) returns nil.
-	Sync(loc Loc, n uint64) error
-
-	// WriteProof stores a proof under id, exclusively and durably, as
-	// Publish stores a revision; an existing id is an error wrapping
-	// fs.ErrExist, returned once the existing proof is durable too.
-	// ReadProof returns it; Proofs lists the ids.
-	WriteProof(id string, data []byte) error
-	ReadProof(id string) ([]byte, error)
-	Proofs() ([]string, error)
-}
-
 // RevisionName returns the file name of revision n: "r" and ten digits.
-func RevisionName(n uint64) string { return fmt.Sprintf("r%010d.json", n) }
+func RevisionName(n uint64) string { return storage.RevisionName(n) }
 
 // parseRevisionName is ParseRevisionName on bytes, allocating nothing.
-func parseRevisionName(name []byte) (uint64, bool) {
-	if len(name) != 16 || name[0] != 'r' || string(name[11:]) != ".json" {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range name[1:11] {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, n > 0
-}
+func parseRevisionName(name []byte) (uint64, bool) { return storage.ParseRevisionNameBytes(name) }
 
 // ParseRevisionName returns the number in a revision file name.
-func ParseRevisionName(name string) (uint64, bool) {
-	if len(name) != 16 || name[0] != 'r' || !strings.HasSuffix(name, ".json") {
-		return 0, false
-	}
-	digits := name[1:11]
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseUint(digits, 10, 64)
-	return n, err == nil && n > 0
-}
-
-// MaxRevision is the highest revision number the file name can carry.
-const MaxRevision = 9_999_999_999
+func ParseRevisionName(name string) (uint64, bool) { return storage.ParseRevisionName(name) }
 
 // dirBackend is the directory backend: <root>/<kind>/<hash>/r<n>.json on an FS.
 type dirBackend struct {
@@ -534,17 +451,7 @@ func (b *dirBackend) Locs(kind Kind) ([]Loc, error) {
 	return out, nil
 }
 
-func isKeyHash(name string) bool {
-	if len(name) != 32 {
-		return false
-	}
-	for _, c := range name {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func isKeyHash(name string) bool { return storage.IsKeyHash(name) }
 
 // sync runs an fsync and makes a failure sticky.
 func (b *dirBackend) sync(f func() error) error {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
 )
 
 // Sentinel errors. Each is returned wrapped, with the path or key involved;
@@ -12,7 +14,7 @@ var (
 	// ErrRevisionExists is returned by Backend.Publish when the revision
 	// number is already taken by another writer's file. The store treats it
 	// as a lost race: it re-reads and re-decides, or refuses.
-	ErrRevisionExists = errors.New("revision already published by another writer")
+	ErrRevisionExists = storage.ErrRevisionExists
 
 	// ErrUnsafeRoot is returned by Open when the claim root is a symlink,
 	// not a directory, or writable by another user: a root that cannot

@@ -6,14 +6,16 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
 )
 
 // Kind names the two kinds of key. A key's directory lives under <root>/<kind>.
-type Kind string
+type Kind = storage.Kind
 
 const (
-	KindSeat    Kind = "seat"
-	KindSession Kind = "session"
+	KindSeat    = storage.KindSeat
+	KindSession = storage.KindSession
 )
 
 // MaxKeyValueLen bounds each value of a key, in bytes. Values are hashed, not

@@ -9,19 +9,6 @@ import (
 	"sync"
 )
 
-// Prepared is a revision readied by Backend.Prepare: written where the
-// backend keeps it but neither published nor visible to readers. Exactly
-// one of Commit and Abort must be called, once.
-type Prepared interface {
-	// Commit publishes the revision exactly as Publish would have: one
-	// publisher wins each number (the others get an error wrapping
-	// ErrRevisionExists), and when Commit returns nil the revision is
-	// durable.
-	Commit() error
-	// Abort discards the prepared revision; nothing of it is published.
-	Abort()
-}
-
 // The publish protocol of the directory backend, in two halves so that the
 // half before the exclusive link can overlap other work (a step prepares
 // its session revision while its seat revision is published):
