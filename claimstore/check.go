@@ -145,7 +145,7 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 	}
 	ids, err := s.be.Proofs()
 	if err != nil {
-		add(Finding{Path: filepath.Join(s.root, ProofDir), Kind: FindingUnsafePath, Severity: SeverityError, Message: err.Error() + "; no boot proof in it can free a claim until this is fixed"})
+		add(Finding{Path: s.path(ProofDir), Kind: FindingUnsafePath, Severity: SeverityError, Message: err.Error() + "; no boot proof in it can free a claim until this is fixed"})
 	}
 	for _, id := range ids {
 		rep.Proofs++
@@ -163,7 +163,7 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 }
 
 func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *CheckReport, named map[string]bool, add func(Finding)) {
-	dir := filepath.Join(s.root, string(loc.Kind), loc.Hash)
+	dir := s.path(string(loc.Kind), loc.Hash)
 	if db != nil {
 		db.checkType(dir, true, add)
 	}
@@ -183,7 +183,7 @@ func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *Check
 	prev := uint64(0)
 	for _, n := range revs {
 		rep.Revisions++
-		path := filepath.Join(dir, RevisionName(n))
+		path := s.join(dir, RevisionName(n))
 		if n != prev+1 {
 			missing := fmt.Sprintf("revision %d is missing", prev+1)
 			if n > prev+2 {
@@ -225,7 +225,7 @@ func (s *Store) checkKey(loc Loc, db *dirBackend, opts *CheckOptions, rep *Check
 		}
 	}
 	for _, name := range other {
-		path := filepath.Join(dir, name)
+		path := s.join(dir, name)
 		if !strings.HasPrefix(name, TempPrefix) {
 			add(Finding{Path: path, Kind: FindingForeign, Severity: SeverityWarning, Message: "not a revision; the store ignores it; move it elsewhere"})
 			continue

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"strings"
 
 	"github.com/claimstore/claimstore/hostid"
@@ -152,7 +151,7 @@ func (s *Store) ReadBootProof(id string) (*BootProof, error) {
 	return &p, nil
 }
 
-func (s *Store) proofPath(id string) string { return filepath.Join(s.root, ProofDir, id+".json") }
+func (s *Store) proofPath(id string) string { return s.path(ProofDir, id+".json") }
 
 // VerifyProof checks that a stopped revision's boot proof exists and
 // matches the record: same claim, same machine, the record's boot, and a

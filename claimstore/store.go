@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,6 +61,7 @@ type Store struct {
 	machine string
 
 	root       string
+	url        bool // root is a URL (a backend's, e.g. etcd://host/prefix), not a path
 	be         Backend
 	host       hostid.Host
 	barrier    BarrierFunc
@@ -83,7 +85,10 @@ func Open(root string, opts *Options) (*Store, error) {
 	if root == "" {
 		return nil, errors.New("claimstore: a claim root is required")
 	}
-	root = filepath.Clean(root)
+	url := opts.Backend != nil && strings.Contains(root, "://")
+	if !url {
+		root = filepath.Clean(root)
+	}
 	fsys := opts.FS
 	if fsys == nil {
 		fsys = OSFS
@@ -93,7 +98,7 @@ func Open(root string, opts *Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{root: root, be: opts.Backend, host: opts.Host, barrier: opts.Barrier, now: opts.Now, retries: opts.Retries, sequential: opts.Sequential}
+	s := &Store{root: root, url: url, be: opts.Backend, host: opts.Host, barrier: opts.Barrier, now: opts.Now, retries: opts.Retries, sequential: opts.Sequential}
 	if s.be == nil {
 		be := NewDirBackend(fsys, root)
 		be.(*dirBackend).sequential = opts.Sequential
@@ -144,7 +149,20 @@ func (s *Store) Backend() Backend { return s.be }
 func (s *Store) Host() hostid.Host { return s.host }
 
 // KeyDir returns the directory of k's history under the root.
-func (s *Store) KeyDir(k Key) string { return filepath.Join(s.root, string(k.Kind), k.Hash()) }
+func (s *Store) KeyDir(k Key) string { return s.path(string(k.Kind), k.Hash()) }
+
+// path names something under the root in errors and findings: a file path
+// for a directory root, or the root's URL and key path for a backend
+// whose root is a URL (etcd://host/prefix), whose "//" a file path would
+// collapse.
+func (s *Store) path(elem ...string) string { return s.join(s.root, elem...) }
+
+func (s *Store) join(base string, elem ...string) string {
+	if s.url {
+		return strings.Join(append([]string{base}, elem...), "/")
+	}
+	return filepath.Join(append([]string{base}, elem...)...)
+}
 
 // Self returns an owner for the calling process with the given incarnation
 // (any JSON-encodable value, or nil), to pass to Acquire.
@@ -269,7 +287,7 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 			// before calling it a gap.
 			continue
 		}
-		h.Damage = &fs.PathError{Op: "read head", Path: filepath.Join(s.KeyDir(k), RevisionName(top)), Err: &DamageError{Reason: reason}}
+		h.Damage = &fs.PathError{Op: "read head", Path: s.join(s.KeyDir(k), RevisionName(top)), Err: &DamageError{Reason: reason}}
 		h.N, h.Record = top, nil
 		return h, nil
 	}
@@ -358,10 +376,10 @@ func (s *Store) probeHead(k Key) (*Head, error) {
 	default:
 		h.Record, h.Damage = DecodeRecord(data, k, n)
 		if h.Damage != nil {
-			h.Damage = &fs.PathError{Op: "decode", Path: filepath.Join(s.KeyDir(k), RevisionName(n)), Err: h.Damage}
+			h.Damage = &fs.PathError{Op: "decode", Path: s.join(s.KeyDir(k), RevisionName(n)), Err: h.Damage}
 		} else if err := s.verifyHeadProof(h.Record); err != nil {
 			h.Record = nil
-			h.Damage = &fs.PathError{Op: "verify proof", Path: filepath.Join(s.KeyDir(k), RevisionName(n)), Err: &DamageError{Reason: err.Error(), Err: err}}
+			h.Damage = &fs.PathError{Op: "verify proof", Path: s.join(s.KeyDir(k), RevisionName(n)), Err: &DamageError{Reason: err.Error(), Err: err}}
 		}
 	}
 	return h, nil
