@@ -7,13 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
 )
 
 // MaxFileSize bounds what the store reads of a revision or a proof file. A
 // record is a few hundred bytes; a file larger than this is damaged (its
 // key reads as held), so that a planted or corrupted giant file cannot make
 // every command that reads it allocate without bound.
-const MaxFileSize = 1 << 20
+const MaxFileSize = storage.MaxRecordSize
 
 // The trust chain. Exclusion rests on nobody but the root's owner being
 // able to add, rename or remove entries anywhere on the path to a revision:

@@ -20,6 +20,12 @@ const (
 // as a lost race: it re-reads and re-decides, or refuses.
 var ErrRevisionExists = errors.New("revision already published by another writer")
 
+// MaxRecordSize bounds what a store reads of a revision or a proof: a
+// record is a few hundred bytes; a larger one is damaged (its key reads as
+// held), so that a planted giant value cannot make every reader allocate
+// without bound.
+const MaxRecordSize = 1 << 20
+
 // Loc locates a key's history in a backend: its kind and its hash. A store
 // maps a Key to a Loc; ClassifyAll finds Locs by listing.
 type Loc struct {

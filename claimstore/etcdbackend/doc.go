@@ -1,0 +1,66 @@
+// Package etcdbackend keeps a claim root in an etcd v3 cluster: the same
+// records, states, fencing, refusals and proofs as the directory backend,
+// shared by supervisors on several machines. Use it through
+// claimstore.Options.Backend; claimctl takes --root etcd://host:2379/prefix.
+//
+// # Layout
+//
+// Everything lives under a key prefix (e.g. /claims), with the names the
+// directory backend gives its files, so that a record is interchangeable
+// between the two and a root copies between them name for name:
+//
+//	<prefix>/seat/<hash>/r0000000001.json     revision 1 of a seat key
+//	<prefix>/session/<hash>/r0000000001.json  revision 1 of a session key
+//	<prefix>/proofs/<id>.json                 a boot proof
+//	<prefix>/fences/<id>                      a fenced-off lost request (below)
+//
+// The value is the exact JSON record bytes the directory backend writes to
+// the file (with its trailing newline).
+//
+// # Contract
+//
+//   - Publish is one transaction, If(CreateRevision(k) == 0) Then(Put(k,
+//     record)): exactly one writer wins each number; the others get an error
+//     wrapping claimstore.ErrRevisionExists. It returns nil once the cluster
+//     acknowledged it, which is raft's quorum commit with each member's
+//     write-ahead log fsynced: the link and the fsync of the directory
+//     backend in one step.
+//   - Head is one range over the key's revision names, sorted descending,
+//     limit 1: its cost does not depend on the history's length. List, Locs
+//     and Proofs are keys-only, paginated ranges.
+//   - Sync is nil: reads are linearizable (served from what a quorum
+//     committed), so a reader never sees a revision that can still be lost.
+//   - Proofs are stored under <prefix>/proofs/ with the same
+//     create-if-absent exclusivity; an existing id wraps fs.ErrExist.
+//   - Keys under a key's prefix that are not revision names are reported by
+//     List as other names and never taken as revisions; a gap in the
+//     numbers (a hand-written or hand-deleted key) makes the store read the
+//     key as damaged, exactly as it reads the directory backend's.
+//
+// # The lost-reply rule
+//
+// A transaction whose reply is lost (a deadline, a leader change, a reset
+// connection after the request was sent) may have been applied or may
+// still be. Publish then reads the revision back and compares bytes: ours
+// means published, another's means a lost race (ErrRevisionExists), absent
+// means not published — but only once the lost request can no longer be
+// applied, which the fence key guarantees: every transaction also requires
+// that this backend's current fence key was never created; an absent read
+// is followed by creating the fence and reading again (raft applies in
+// order, so the lost request has then either been applied, or will fail its
+// compare). A not-published revision is tried again (three times in all,
+// then ErrNotPublished); a cluster that cannot be read back in time gives
+// an *IndeterminateError. Nothing is ever guessed. Fence keys are only
+// created on lost replies, one per incident; they are never read for
+// anything else and can be removed when no publish of that backend is
+// running.
+//
+// # Caveats
+//
+// The directory backend's trust checks (ownership and modes of every
+// directory) have no counterpart: who may write under the prefix is etcd's
+// access control (its users and roles, and TLS client certificates), which
+// must let only the supervisors' identities write there. Temporaries do not
+// exist, so fsck --repair has nothing to repair. Leases and TTLs are never
+// used: a claim is freed only by evidence, never by time.
+package etcdbackend

@@ -1,0 +1,488 @@
+package etcdbackend
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+)
+
+// Options configure a Backend. A nil *Options means all defaults.
+type Options struct {
+	// RequestTimeout bounds each request to the cluster (a range, a
+	// transaction). Default: 5s. A transaction that times out is
+	// indeterminate and is decided by reading back (see Publish).
+	RequestTimeout time.Duration
+	// ResolveTimeout bounds how long Publish keeps trying to decide an
+	// indeterminate transaction by reading back before it gives up with
+	// an *IndeterminateError. Default: 30s.
+	ResolveTimeout time.Duration
+	// PageSize is how many keys one range returns when listing. Default:
+	// 1000.
+	PageSize int64
+}
+
+// Backend is the etcd backend: a claim root under a key prefix of an etcd
+// v3 cluster. It implements storage.Backend (claimstore.Backend). Its
+// methods are safe for concurrent use; exclusion comes from etcd's
+// transactions, not from locks.
+type Backend struct {
+	cli      *clientv3.Client
+	prefix   string // without a trailing "/"
+	timeout  time.Duration
+	resolve  time.Duration
+	pageSize int64
+
+	mu    sync.Mutex
+	fence string // this backend's current fence id; see fencePut
+}
+
+var _ storage.Backend = (*Backend)(nil)
+
+// New returns the backend for the claim root under prefix on the cluster
+// cli talks to. prefix must start with "/" and name something ("/claims",
+// "/team/a/claims"); a trailing "/" is dropped. cli stays the caller's to
+// close. New makes no request.
+func New(cli *clientv3.Client, prefix string, opts *Options) (*Backend, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	p := strings.TrimRight(prefix, "/")
+	if !strings.HasPrefix(p, "/") || p == "" || strings.Contains(p, "//") || strings.ContainsAny(p, "\x00") {
+		return nil, fmt.Errorf("etcdbackend: key prefix %q: want a path such as /claims (a leading /, no empty or NUL component); the whole keyspace is never used as a root", prefix)
+	}
+	b := &Backend{cli: cli, prefix: p, timeout: opts.RequestTimeout, resolve: opts.ResolveTimeout, pageSize: opts.PageSize}
+	if b.timeout <= 0 {
+		b.timeout = 5 * time.Second
+	}
+	if b.resolve <= 0 {
+		b.resolve = 30 * time.Second
+	}
+	if b.pageSize <= 0 {
+		b.pageSize = 1000
+	}
+	b.fence = newFenceID()
+	return b, nil
+}
+
+// Prefix returns the key prefix the root lives under.
+func (b *Backend) Prefix() string { return b.prefix }
+
+// Client returns the client the backend uses.
+func (b *Backend) Client() *clientv3.Client { return b.cli }
+
+// KeyDir returns the key prefix of loc's history, with a trailing "/".
+func (b *Backend) KeyDir(loc storage.Loc) string {
+	return b.prefix + "/" + string(loc.Kind) + "/" + loc.Hash + "/"
+}
+
+// RevisionKey returns the etcd key of revision n of loc.
+func (b *Backend) RevisionKey(loc storage.Loc, n uint64) string {
+	return b.KeyDir(loc) + storage.RevisionName(n)
+}
+
+// ProofKey returns the etcd key of the proof with id.
+func (b *Backend) ProofKey(id string) string { return b.prefix + "/" + ProofDir + "/" + id + ".json" }
+
+// ProofDir is the key component under the prefix that holds proofs, as
+// the directory backend's proofs/.
+const ProofDir = "proofs"
+
+// fenceDir holds the fence keys of indeterminate publishes (see fencePut).
+const fenceDir = "fences"
+
+func (b *Backend) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), b.timeout)
+}
+
+func pathErr(op, key string, err error) error { return &fs.PathError{Op: op, Path: key, Err: err} }
+
+// Head reads loc's highest revision with one range over the revision names
+// of its history, sorted descending, limit 1: its cost does not depend on
+// the history's length. Keys in that range that are not revision names
+// (put there by hand) make it fall back to a listing.
+func (b *Backend) Head(loc storage.Loc) (uint64, []byte, error, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	dir := b.KeyDir(loc)
+	resp, err := b.cli.Get(ctx, dir+storage.RevisionName(1), clientv3.WithRange(dir+storage.RevisionName(storage.MaxRevision)+"\x00"),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
+	if err != nil {
+		return 0, nil, nil, pathErr("read head", dir, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil, nil, nil
+	}
+	kv := resp.Kvs[0]
+	n, ok := storage.ParseRevisionName(strings.TrimPrefix(string(kv.Key), dir))
+	if !ok {
+		// A hand-written key such as r0000000009.json.bak sorts among
+		// the revisions: find the highest real one by listing.
+		revs, _, err := b.List(loc)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if len(revs) == 0 {
+			return 0, nil, nil, nil
+		}
+		n = revs[len(revs)-1]
+		data, err := b.Read(loc, n)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return 0, nil, nil, err
+			}
+			return n, nil, err, nil
+		}
+		return n, data, nil, nil
+	}
+	if len(kv.Value) > storage.MaxRecordSize {
+		return n, nil, tooLarge(string(kv.Key), len(kv.Value)), nil
+	}
+	return n, kv.Value, nil, nil
+}
+
+func tooLarge(key string, size int) error {
+	return pathErr("read", key, fmt.Errorf("the value holds %d bytes, more than the %d a revision or proof may have; it is not read, and its key reads as held", size, storage.MaxRecordSize))
+}
+
+// Read returns revision n of loc; an absent revision is an error wrapping
+// fs.ErrNotExist.
+func (b *Backend) Read(loc storage.Loc, n uint64) ([]byte, error) {
+	return b.get(b.RevisionKey(loc, n))
+}
+
+func (b *Backend) get(key string) ([]byte, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	resp, err := b.cli.Get(ctx, key)
+	if err != nil {
+		return nil, pathErr("read", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, pathErr("read", key, fs.ErrNotExist)
+	}
+	if v := resp.Kvs[0].Value; len(v) > storage.MaxRecordSize {
+		return nil, tooLarge(key, len(v))
+	}
+	return resp.Kvs[0].Value, nil
+}
+
+// keys lists, keys only and a page at a time, the keys under dir (which
+// ends in "/"), calling each with the part after dir. each returns the
+// key to resume from (the next page starts at it), or "" to go on after
+// the key just seen.
+func (b *Backend) keys(dir string, each func(rest string) (skipTo string)) error {
+	end := clientv3.GetPrefixRangeEnd(dir)
+	from := dir
+	for {
+		ctx, cancel := b.ctx()
+		resp, err := b.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(b.pageSize))
+		cancel()
+		if err != nil {
+			return pathErr("list", dir, err)
+		}
+		next := ""
+		for _, kv := range resp.Kvs {
+			k := string(kv.Key)
+			if next != "" && k < next {
+				continue
+			}
+			next = ""
+			if skip := each(strings.TrimPrefix(k, dir)); skip != "" {
+				next = dir + skip
+			} else {
+				next = k + "\x00"
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		if next == "" {
+			next = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		}
+		from = next
+	}
+}
+
+// List returns loc's revision numbers in ascending order and the other
+// names under its key prefix (the first path component of each), with
+// keys-only, paginated ranges.
+func (b *Backend) List(loc storage.Loc) ([]uint64, []string, error) {
+	var revs []uint64
+	var other []string
+	seen := map[string]bool{}
+	err := b.keys(b.KeyDir(loc), func(rest string) string {
+		if n, ok := storage.ParseRevisionName(rest); ok {
+			revs = append(revs, n)
+			return ""
+		}
+		name, _, sub := strings.Cut(rest, "/")
+		if !seen[name] {
+			seen[name] = true
+			other = append(other, name)
+		}
+		if sub {
+			return name + "0" // "/"+1: past everything below name
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Slice(revs, func(i, j int) bool { return revs[i] < revs[j] })
+	sort.Strings(other)
+	return revs, other, nil
+}
+
+// Locs returns every key of kind that has a history: the distinct hashes
+// under <prefix>/<kind>/, skipping each key's revisions once its hash is
+// seen, so that a page covers many keys whatever their histories.
+func (b *Backend) Locs(kind storage.Kind) ([]storage.Loc, error) {
+	var out []storage.Loc
+	err := b.keys(b.prefix+"/"+string(kind)+"/", func(rest string) string {
+		name, _, _ := strings.Cut(rest, "/")
+		if storage.IsKeyHash(name) {
+			out = append(out, storage.Loc{Kind: kind, Hash: name})
+		}
+		return name + "0"
+	})
+	return out, err
+}
+
+// Sync returns nil: etcd serves reads linearizably from what a quorum has
+// committed (and fsynced to its log), so whatever a reader sees is as
+// durable as anything the cluster acknowledged.
+func (b *Backend) Sync(storage.Loc, uint64) error { return nil }
+
+// WriteProof stores a proof under id exclusively, as Publish stores a
+// revision; an existing id is an error wrapping fs.ErrExist.
+func (b *Backend) WriteProof(id string, data []byte) error {
+	key := b.ProofKey(id)
+	err := b.create(key, data)
+	if errors.Is(err, storage.ErrRevisionExists) {
+		return pathErr("write proof", key, fs.ErrExist)
+	}
+	return err
+}
+
+// ReadProof returns the proof with id; an absent one is an error wrapping
+// fs.ErrNotExist.
+func (b *Backend) ReadProof(id string) ([]byte, error) { return b.get(b.ProofKey(id)) }
+
+// Proofs lists the ids of the proofs under <prefix>/proofs/.
+func (b *Backend) Proofs() ([]string, error) {
+	var ids []string
+	err := b.keys(b.prefix+"/"+ProofDir+"/", func(rest string) string {
+		if id, ok := strings.CutSuffix(rest, ".json"); ok && !strings.Contains(id, "/") {
+			ids = append(ids, id)
+		}
+		return ""
+	})
+	return ids, err
+}
+
+// Publish makes data revision n of loc: one transaction, If the key was
+// never created Then put it. The hook sees temp-written and temp-synced
+// before the transaction (nothing is visible yet) and linked and
+// dir-synced after it succeeded (it is committed by a quorum at once).
+func (b *Backend) Publish(loc storage.Loc, n uint64, data []byte, hook func(storage.Barrier) error) error {
+	p, err := b.Prepare(loc, n, data, hook)
+	if err != nil {
+		return err
+	}
+	return p.Commit()
+}
+
+// Prepare checks the revision number and calls the hook's first two
+// barriers; there is nothing to write before the transaction.
+func (b *Backend) Prepare(loc storage.Loc, n uint64, data []byte, hook func(storage.Barrier) error) (storage.Prepared, error) {
+	if n == 0 || n > storage.MaxRevision {
+		return nil, pathErr("publish", b.KeyDir(loc), fmt.Errorf("revision %d is out of range 1..%d", n, storage.MaxRevision))
+	}
+	if len(data) > storage.MaxRecordSize {
+		return nil, pathErr("publish", b.RevisionKey(loc, n), fmt.Errorf("a record of %d bytes is larger than the %d allowed", len(data), storage.MaxRecordSize))
+	}
+	if hook == nil {
+		hook = func(storage.Barrier) error { return nil }
+	}
+	for _, bar := range []storage.Barrier{storage.BarrierTempWritten, storage.BarrierTempSynced} {
+		if err := hook(bar); err != nil {
+			return nil, err
+		}
+	}
+	return &prepared{b: b, key: b.RevisionKey(loc, n), data: bytes.Clone(data), hook: hook}, nil
+}
+
+type prepared struct {
+	b    *Backend
+	key  string
+	data []byte
+	hook func(storage.Barrier) error
+	done bool
+}
+
+func (p *prepared) Abort() { p.done = true }
+
+func (p *prepared) Commit() error {
+	if p.done {
+		return errors.New("etcdbackend: Commit of a prepared revision already committed or aborted")
+	}
+	p.done = true
+	if err := p.b.create(p.key, p.data); err != nil {
+		return err
+	}
+	for _, bar := range []storage.Barrier{storage.BarrierLinked, storage.BarrierDirSynced} {
+		if err := p.hook(bar); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ErrNotPublished is returned (wrapped, with the key) by Publish when a
+// transaction's reply was lost every time it was tried and each time the
+// read-back, made after fencing the lost request off, found the revision
+// absent: it was not published, and never will be by that request.
+var ErrNotPublished = errors.New("not published: the cluster's reply was lost, and the revision reads absent after the lost request was fenced off")
+
+// IndeterminateError is returned by Publish when a transaction's reply was
+// lost and the cluster could not be read back before ResolveTimeout: the
+// revision may or may not have been published, and this backend does not
+// guess. The next read of the key tells; an operation that gets this error
+// did not complete and must be re-read and re-decided, as after a crash.
+type IndeterminateError struct {
+	Key   string
+	Cause error // the transaction's error
+	Last  error // the last read-back's error
+}
+
+func (e *IndeterminateError) Error() string {
+	return fmt.Sprintf("publish of %s is indeterminate: the transaction failed with %v and reading it back failed until the deadline (last: %v); whether it was published is unknown; read the key again before deciding anything", e.Key, e.Cause, e.Last)
+}
+
+func (e *IndeterminateError) Unwrap() error { return e.Cause }
+
+func newFenceID() string {
+	var r [12]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(r[:])
+}
+
+func (b *Backend) fenceKey(id string) string { return b.prefix + "/" + fenceDir + "/" + id }
+
+func (b *Backend) currentFence() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.fence
+}
+
+// rotateFence replaces a fence that has been put, so that later
+// transactions are not fenced off by it.
+func (b *Backend) rotateFence(old string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fence == old {
+		b.fence = newFenceID()
+	}
+}
+
+// The lost-reply rule. A transaction whose reply is lost (a deadline, a
+// leader change, a connection reset after the request was sent) may still
+// be applied, now or later: it is etcd's version of the NFS link whose
+// reply was lost. create decides it by reading the key back: our bytes mean
+// published, another's mean a lost race, and absent means not yet. Absent
+// alone is not an answer, since the request may still be in flight; so
+// every transaction also requires that this backend's fence key was never
+// created, and an absent read-back is followed by putting the fence and
+// reading again. Raft applies in log order, so once the fence's put is
+// acknowledged the lost request has either been applied (the second read
+// sees it) or will fail its compare whenever it arrives: absent is then
+// final. The fence is replaced by a new id for later transactions.
+//
+// Every error of the transaction is treated as indeterminate: resolving a
+// definite failure by reading back costs a read and is never wrong.
+func (b *Backend) create(key string, data []byte) error {
+	var cause error
+	for attempt := 0; attempt < 3; attempt++ {
+		fence := b.currentFence()
+		ctx, cancel := b.ctx()
+		resp, err := b.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(b.fenceKey(fence)), "=", 0),
+		).Then(clientv3.OpPut(key, string(data))).Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).Commit()
+		cancel()
+		if err == nil {
+			if resp.Succeeded {
+				return nil
+			}
+			if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+				// A definite answer: this transaction did not apply,
+				// and the key is another's.
+				return pathErr("publish", key, storage.ErrRevisionExists)
+			}
+			// Fenced off by a concurrent resolve of this backend: the
+			// fence was replaced; try again under the new one.
+			continue
+		}
+		cause = err
+		published, err := b.resolveLost(key, data, fence, err)
+		if err != nil || published {
+			return err
+		}
+		// Not published, and never will be by that request: try again.
+	}
+	return pathErr("publish", key, fmt.Errorf("%w (last transaction error: %v)", ErrNotPublished, cause))
+}
+
+// resolveLost decides a transaction on key whose reply was lost (cause),
+// sent under fence: true when it was published, false when it was not and
+// cannot be any more, or an error (ErrRevisionExists for a lost race, an
+// *IndeterminateError when the cluster cannot be read back in time).
+func (b *Backend) resolveLost(key string, data []byte, fence string, cause error) (bool, error) {
+	deadline := time.Now().Add(b.resolve)
+	last := cause
+	fenced := false
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		if time.Now().After(deadline) {
+			return false, &IndeterminateError{Key: key, Cause: cause, Last: last}
+		}
+		ctx, cancel := b.ctx()
+		resp, err := b.cli.Get(ctx, key)
+		cancel()
+		switch {
+		case err != nil:
+			last = err
+		case len(resp.Kvs) > 0 && bytes.Equal(resp.Kvs[0].Value, data):
+			return true, nil
+		case len(resp.Kvs) > 0:
+			return false, pathErr("publish", key, fmt.Errorf("%w (decided by reading back after the transaction's reply was lost: %v)", storage.ErrRevisionExists, cause))
+		case fenced:
+			return false, nil
+		default:
+			ctx, cancel := b.ctx()
+			_, err := b.cli.Put(ctx, b.fenceKey(fence), "")
+			cancel()
+			if err == nil {
+				fenced = true
+				b.rotateFence(fence)
+				continue // read once more, now final
+			}
+			last = err
+		}
+		time.Sleep(delay)
+	}
+}

@@ -1,0 +1,16 @@
+// Package etcdtest starts real etcd servers for tests: in-process
+// (go.etcd.io/etcd/server/v3/embed), on free loopback ports, with their data
+// in the test's temporary directory, stopped in t.Cleanup. Start(t, 1) is a
+// single member; Start(t, 3) a cluster whose members can be killed and
+// restarted (Kill, Restart) and whose leader can be found (Leader).
+//
+// Proxy is a TCP proxy between a client and a member that a test controls:
+// it can cut the next request at a chosen point (before it is forwarded,
+// after it is forwarded with its reply dropped, or held back and delivered
+// late), or partition the client altogether, so that tests can lose replies
+// in flight as a network does.
+//
+// Caveat: a port is chosen free and then bound by etcd; another process can
+// take it in between, and the start then fails (it never silently uses
+// another server).
+package etcdtest
