@@ -425,7 +425,7 @@ func liveHost() *fakeHost {
 // openOn opens a store on root with host, failing the test on error.
 func openOn(t *testing.T, root string, host hostid.Host) *Store {
 	t.Helper()
-	s, err := Open(root, &Options{Host: host})
+	s, err := Open(root, &Options{Host: host, Backend: backendFor(t, root)})
 	if err != nil {
 		t.Fatal(err)
 	}

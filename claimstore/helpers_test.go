@@ -62,6 +62,9 @@ func openStore(t testing.TB, root string, opts *Options) *Store {
 	if opts.Now == nil {
 		opts.Now = fixedNow
 	}
+	if opts.Backend == nil {
+		opts.Backend = backendFor(t, root)
+	}
 	s, err := Open(root, opts)
 	if err != nil {
 		t.Fatalf("Open(%q): %v", root, err)
@@ -110,6 +113,24 @@ func mustAcquire(t testing.TB, s *Store, seat, session Key) *Claim {
 // anything that is not a regular file), read without the store.
 func dirFiles(t testing.TB, s *Store, k Key) map[string][]byte {
 	t.Helper()
+	if s.url {
+		// A backend's key: its revisions and other names, as a directory
+		// listing would show them.
+		revs, other, err := s.be.List(k.Loc())
+		if err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		out := map[string][]byte{}
+		for _, n := range revs {
+			if out[RevisionName(n)], err = s.be.Read(k.Loc(), n); err != nil {
+				t.Fatalf("Read: %v", err)
+			}
+		}
+		for _, name := range other {
+			out[name] = nil
+		}
+		return out
+	}
 	dir := s.KeyDir(k)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -154,6 +175,13 @@ func revNames(n uint64) []string {
 // readRev reads revision n of k's directory without the store.
 func readRev(t testing.TB, s *Store, k Key, n uint64) []byte {
 	t.Helper()
+	if s.url {
+		data, err := s.be.Read(k.Loc(), n)
+		if err != nil {
+			t.Fatalf("read revision %d of %v: %v", n, k, err)
+		}
+		return data
+	}
 	data, err := os.ReadFile(filepath.Join(s.KeyDir(k), RevisionName(n)))
 	if err != nil {
 		t.Fatalf("read revision %d of %v: %v", n, k, err)
@@ -165,6 +193,12 @@ func readRev(t testing.TB, s *Store, k Key, n uint64) []byte {
 // operator might, creating the key directory.
 func writeRev(t testing.TB, s *Store, k Key, n uint64, data []byte) {
 	t.Helper()
+	if s.url {
+		if err := s.be.Publish(k.Loc(), n, data, nil); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	dir := s.KeyDir(k)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)

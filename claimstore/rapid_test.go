@@ -114,7 +114,6 @@ type claimMachine struct {
 	t        *rapid.T
 	host     *smHost
 	nextPID  int
-	root     string
 	stores   []*Store
 	operator *Store // reads, and the recover action
 	seats    []Key
@@ -136,19 +135,19 @@ type claimMachine struct {
 	pending Key
 }
 
-func newClaimMachine(t *rapid.T, root string) *claimMachine {
-	m := &claimMachine{t: t, root: root, model: map[Key]*keyModel{}, holders: map[Key]string{}, observed: map[string][]byte{}}
+func newClaimMachine(t *rapid.T, open func(*Options) (*Store, error)) *claimMachine {
+	m := &claimMachine{t: t, model: map[Key]*keyModel{}, holders: map[Key]string{}, observed: map[string][]byte{}}
 	m.host = &smHost{boot: testBoot, procs: map[int]string{}}
 	m.nextPID = 1000
 	for range smClaimants {
-		s, err := Open(root, &Options{Host: m.host, Now: fixedNow, Barrier: m.hook, Sequential: true})
+		s, err := open(&Options{Host: m.host, Now: fixedNow, Barrier: m.hook, Sequential: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.stores = append(m.stores, s)
 	}
 	var err error
-	if m.operator, err = Open(root, &Options{Host: m.host, Now: fixedNow}); err != nil {
+	if m.operator, err = open(&Options{Host: m.host, Now: fixedNow}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range smSeats {
@@ -561,8 +560,8 @@ func (m *claimMachine) check(t *rapid.T) {
 		}
 		// Names never change content.
 		for _, n := range revs {
-			path := filepath.Join(dir, RevisionName(n))
-			data, err := os.ReadFile(path)
+			path := m.operator.join(dir, RevisionName(n))
+			data, err := m.operator.Backend().Read(k.Loc(), n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -651,10 +650,23 @@ func smRoot(t *testing.T) func() string {
 	}
 }
 
+// TestClaimStateMachine runs the machine over every backend (backends).
 func TestClaimStateMachine(t *testing.T) {
+	for _, bc := range backends(t) {
+		t.Run(bc.name, func(t *testing.T) { claimStateMachine(t, bc) })
+	}
+}
+
+func claimStateMachine(t *testing.T, bc backendCase) {
 	nextRoot := smRoot(t)
-	rapid.Check(t, func(t *rapid.T) {
-		m := newClaimMachine(t, nextRoot())
+	rapid.Check(t, func(rt *rapid.T) {
+		open := bc.newRoot(t)
+		if bc.dir {
+			root := nextRoot()
+			open = func(opts *Options) (*Store, error) { return Open(root, opts) }
+		}
+		t := rt
+		m := newClaimMachine(t, open)
 		t.Repeat(map[string]func(*rapid.T){
 			"acquire": func(t *rapid.T) {
 				who := rapid.IntRange(0, smClaimants-1).Draw(t, "who")

@@ -1,0 +1,150 @@
+package claimstore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/claimstore/claimstore/claimstore/etcdbackend"
+	"github.com/claimstore/claimstore/internal/etcdtest"
+)
+
+// backendCase is one backend the behavioural suite runs over. newRoot
+// returns, for a fresh empty root, an opener of stores on it: each call is
+// a separate Store (a separate supervisor) sharing that root.
+type backendCase struct {
+	name    string
+	newRoot func(t testing.TB) func(opts *Options) (*Store, error)
+	// root returns a fresh root's name for openStore and openOn.
+	root func(t testing.TB) string
+	// dir is true for the directory backend, whose root is a path the
+	// test may also read and write by hand.
+	dir bool
+}
+
+// backends returns the directory backend and the etcd backend (on a
+// single-member etcd started for this test and stopped in its cleanup).
+// CLAIMSTORE_TEST_ETCD=off leaves etcd out when iterating locally; under
+// CI=true it is always run.
+func backends(t *testing.T) []backendCase {
+	t.Helper()
+	out := []backendCase{{name: "dir", dir: true, root: newRoot, newRoot: func(t testing.TB) func(*Options) (*Store, error) {
+		root := newRoot(t)
+		return func(opts *Options) (*Store, error) { return Open(root, opts) }
+	}}}
+	if os.Getenv("CLAIMSTORE_TEST_ETCD") == "off" && os.Getenv("CI") != "true" {
+		t.Log("CLAIMSTORE_TEST_ETCD=off: the etcd backend is left out")
+		return out
+	}
+	var c *etcdtest.Cluster
+	var cli *clientv3.Client
+	etcdRootOf := func(tb testing.TB) (string, string) {
+		if c == nil {
+			c = etcdtest.Start(t, 1)
+			cli = c.Client(t)
+		}
+		prefix := etcdtest.Prefix(tb)
+		root := "etcd://" + strings.Join(c.Hosts(), ",") + prefix
+		etcdRoots.Store(root, etcdRoot{cli: cli, prefix: prefix})
+		return root, prefix
+	}
+	out = append(out, backendCase{name: "etcd", root: func(tb testing.TB) string {
+		root, _ := etcdRootOf(tb)
+		return root
+	}, newRoot: func(tb testing.TB) func(*Options) (*Store, error) {
+		root, prefix := etcdRootOf(tb)
+		return func(opts *Options) (*Store, error) {
+			be, err := etcdbackend.New(cli, prefix, nil)
+			if err != nil {
+				return nil, err
+			}
+			o := Options{}
+			if opts != nil {
+				o = *opts
+			}
+			o.Backend = be
+			return Open(root, &o)
+		}
+	}})
+	return out
+}
+
+// etcdRoots maps the URL roots the etcd backend case hands out to the
+// client and prefix they stand for, so that openStore, openOn and the
+// helpers that read a key's history (dirFiles, readRev, writeRev) work on
+// either backend unchanged.
+var etcdRoots sync.Map // root URL -> etcdRoot
+
+type etcdRoot struct {
+	cli    *clientv3.Client
+	prefix string
+}
+
+// backendFor returns a new backend for a root handed out by an etcd
+// backend case, or nil (the directory backend) for any other root.
+func backendFor(t testing.TB, root string) Backend {
+	v, ok := etcdRoots.Load(root)
+	if !ok {
+		return nil
+	}
+	r := v.(etcdRoot)
+	be, err := etcdbackend.New(r.cli, r.prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return be
+}
+
+// forBackends runs body once per backend (backends), as a subtest named
+// after it; body gets the backend's newRoot, which it uses in place of the
+// package's (a path for the directory backend, an etcd:// URL for etcd).
+func forBackends(t *testing.T, body func(t *testing.T, newRoot func(testing.TB) string)) {
+	t.Helper()
+	for _, bc := range backends(t) {
+		t.Run(bc.name, func(t *testing.T) { body(t, bc.root) })
+	}
+}
+
+// openWith opens a store with the test host and clock, as openStore does,
+// on a root of a backendCase.
+func openWith(t testing.TB, open func(*Options) (*Store, error), opts *Options) *Store {
+	t.Helper()
+	if opts == nil {
+		opts = &Options{}
+	}
+	if opts.Host == nil {
+		opts.Host = thisHost
+	}
+	if opts.Now == nil {
+		opts.Now = fixedNow
+	}
+	s, err := open(opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+// replaceRev replaces revision n of k by hand, as an operator or a bad
+// disk might: outside the protocol, which never rewrites a revision.
+func replaceRev(t testing.TB, s *Store, k Key, n uint64, data []byte) {
+	t.Helper()
+	if be, ok := s.be.(*etcdbackend.Backend); ok {
+		if _, err := be.Client().Put(context.Background(), be.RevisionKey(k.Loc(), n), string(data)); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err := os.Chmod(s.KeyDir(k), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(s.KeyDir(k), RevisionName(n))); err != nil {
+		t.Fatal(err)
+	}
+	writeRev(t, s, k, n, data)
+}
