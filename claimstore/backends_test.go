@@ -148,3 +148,27 @@ func replaceRev(t testing.TB, s *Store, k Key, n uint64, data []byte) {
 	}
 	writeRev(t, s, k, n, data)
 }
+
+// removeRev removes revision n of k by hand (a lost file, a deleted key):
+// outside the protocol, which never removes a revision.
+func removeRev(t testing.TB, s *Store, k Key, n uint64) {
+	t.Helper()
+	if be, ok := s.be.(*etcdbackend.Backend); ok {
+		if _, err := be.Client().Delete(context.Background(), be.RevisionKey(k.Loc(), n)); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err := os.Remove(filepath.Join(s.KeyDir(k), RevisionName(n))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putProof writes (or overwrites) a proof on an etcd root by hand.
+func putProof(t testing.TB, s *Store, id string, data []byte) {
+	t.Helper()
+	be := s.be.(*etcdbackend.Backend)
+	if _, err := be.Client().Put(context.Background(), be.ProofKey(id), string(data)); err != nil {
+		t.Fatal(err)
+	}
+}

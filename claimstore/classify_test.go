@@ -37,7 +37,7 @@ func lifecycle(t *testing.T, root, op string, n int) int {
 	t.Helper()
 	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
 	count, current := 0, ""
-	s, err := Open(root, &Options{Host: host, Sequential: true, Barrier: func(p Point) error {
+	s, err := Open(root, &Options{Host: host, Sequential: true, Backend: backendFor(t, root), Barrier: func(p Point) error {
 		if current != op {
 			return nil
 		}
@@ -82,232 +82,236 @@ func lifecycle(t *testing.T, root, op string, n int) int {
 // must end exactly as the decision table says, and none may end free
 // without a proof.
 func TestClassifyAfterCrashAtEveryBarrier(t *testing.T) {
-	for _, op := range []string{"acquire", "advance", "release"} {
-		total := lifecycle(t, filepath.Join(t.TempDir(), "root"), op, 0)
-		if total < 9 {
-			t.Fatalf("%s met %d barrier points, want at least 9 (4 per key and between-keys)", op, total)
-		}
-		for n := 1; n <= total; n++ {
-			for _, reboot := range []bool{false, true} {
-				t.Run(fmt.Sprintf("%s/point%d/reboot=%v", op, n, reboot), func(t *testing.T) {
-					root := filepath.Join(t.TempDir(), "root")
-					lifecycle(t, root, op, n)
-					boot := bootA
-					if reboot {
-						boot = bootB
-					}
-					host := &fakeHost{machine: testMachine, boot: boot, procs: map[int]string{}}
-					s := openOn(t, root, host)
-					seat, session := testKeys(t)
-					before, err := s.Pair(seat, session)
-					if err != nil {
-						t.Fatal(err)
-					}
-					markerBefore := false
-					for _, h := range []*Head{before.Seat, before.Session} {
-						if h.Record != nil && h.Held() && h.Record.SpawnMarker() {
-							markerBefore = true
+	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
+		for _, op := range []string{"acquire", "advance", "release"} {
+			total := lifecycle(t, newRoot(t), op, 0)
+			if total < 9 {
+				t.Fatalf("%s met %d barrier points, want at least 9 (4 per key and between-keys)", op, total)
+			}
+			for n := 1; n <= total; n++ {
+				for _, reboot := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%s/point%d/reboot=%v", op, n, reboot), func(t *testing.T) {
+						root := newRoot(t)
+						lifecycle(t, root, op, n)
+						boot := bootA
+						if reboot {
+							boot = bootB
 						}
-					}
-					res, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: mapUnits{}})
-					if err != nil {
-						t.Fatal(err)
-					}
-					after, err := s.Pair(seat, session)
-					if err != nil {
-						t.Fatal(err)
-					}
-					// The decision table, from what the crash left.
-					var want Outcome
-					switch {
-					case !before.Held():
-						want = OutcomeFree
-					case reboot:
-						want = OutcomeStopped // a boot proof
-					case before.Seat.Record != nil && before.Seat.Record.State == Stopped && before.Seat.Record.Proof != nil:
-						want = OutcomeStopped // release completed
-					case before.State() == Reserved && !markerBefore:
-						want = OutcomeStopped // no unit, nothing spawned
-					default:
-						want = OutcomeUncertain
-					}
-					if res.Outcome != want {
-						t.Fatalf("outcome %s, want %s (pair before: %s; result %+v)", res.Outcome, want, before.State(), res)
-					}
-					if after.Held() != (want == OutcomeUncertain) {
-						t.Errorf("after classify: held=%v, outcome %s", after.Held(), res.Outcome)
-					}
-					for _, h := range []*Head{after.Seat, after.Session} {
-						if h.N == 0 {
-							continue
+						host := &fakeHost{machine: testMachine, boot: boot, procs: map[int]string{}}
+						s := openOn(t, root, host)
+						seat, session := testKeys(t)
+						before, err := s.Pair(seat, session)
+						if err != nil {
+							t.Fatal(err)
 						}
-						if !h.Held() {
-							if h.Record.Proof == nil {
-								t.Errorf("%s is free without a proof", h.Key)
-							} else if err := s.VerifyProof(h.Record); err != nil {
-								t.Errorf("%s: proof does not verify: %v", h.Key, err)
-							}
-							if reboot && h.Record.Proof.Kind != ProofBoot && !res.Completed && before.Held() {
-								t.Errorf("%s: after a reboot, proof %s, want boot", h.Key, h.Record.Proof.Kind)
+						markerBefore := false
+						for _, h := range []*Head{before.Seat, before.Session} {
+							if h.Record != nil && h.Held() && h.Record.SpawnMarker() {
+								markerBefore = true
 							}
 						}
-						if markerBefore && !h.Record.SpawnMarker() && h.Record.ClaimID == res.ClaimID && !(h.Record.State == Stopped && res.Completed) {
-							t.Errorf("%s: spawn marker lost", h.Key)
+						res, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: mapUnits{}})
+						if err != nil {
+							t.Fatal(err)
 						}
-					}
-					if res.Outcome == OutcomeStopped && res.Proof.Kind == ProofBoot && res.BootProof == nil {
-						t.Error("boot proof issued but not reported")
-					}
-					again, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: mapUnits{}})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(again.Published) != 0 {
-						t.Errorf("second classification published %v", again.Published)
-					}
-				})
+						after, err := s.Pair(seat, session)
+						if err != nil {
+							t.Fatal(err)
+						}
+						// The decision table, from what the crash left.
+						var want Outcome
+						switch {
+						case !before.Held():
+							want = OutcomeFree
+						case reboot:
+							want = OutcomeStopped // a boot proof
+						case before.Seat.Record != nil && before.Seat.Record.State == Stopped && before.Seat.Record.Proof != nil:
+							want = OutcomeStopped // release completed
+						case before.State() == Reserved && !markerBefore:
+							want = OutcomeStopped // no unit, nothing spawned
+						default:
+							want = OutcomeUncertain
+						}
+						if res.Outcome != want {
+							t.Fatalf("outcome %s, want %s (pair before: %s; result %+v)", res.Outcome, want, before.State(), res)
+						}
+						if after.Held() != (want == OutcomeUncertain) {
+							t.Errorf("after classify: held=%v, outcome %s", after.Held(), res.Outcome)
+						}
+						for _, h := range []*Head{after.Seat, after.Session} {
+							if h.N == 0 {
+								continue
+							}
+							if !h.Held() {
+								if h.Record.Proof == nil {
+									t.Errorf("%s is free without a proof", h.Key)
+								} else if err := s.VerifyProof(h.Record); err != nil {
+									t.Errorf("%s: proof does not verify: %v", h.Key, err)
+								}
+								if reboot && h.Record.Proof.Kind != ProofBoot && !res.Completed && before.Held() {
+									t.Errorf("%s: after a reboot, proof %s, want boot", h.Key, h.Record.Proof.Kind)
+								}
+							}
+							if markerBefore && !h.Record.SpawnMarker() && h.Record.ClaimID == res.ClaimID && !(h.Record.State == Stopped && res.Completed) {
+								t.Errorf("%s: spawn marker lost", h.Key)
+							}
+						}
+						if res.Outcome == OutcomeStopped && res.Proof.Kind == ProofBoot && res.BootProof == nil {
+							t.Error("boot proof issued but not reported")
+						}
+						again, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: mapUnits{}})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if len(again.Published) != 0 {
+							t.Errorf("second classification published %v", again.Published)
+						}
+					})
+				}
 			}
 		}
-	}
+	})
 }
 
 // TestClassifyTable has one row per branch of the decision table (SPEC §6),
 // each built from real revisions on disk.
 func TestClassifyTable(t *testing.T) {
-	ctx := context.Background()
-	type row struct {
-		name    string
-		setup   func(t *testing.T, s *Store, seat, session Key)
-		host    *fakeHost // the classifying host
-		opts    *ClassifyOptions
-		want    Outcome
-		refusal Code
-		needs   string
-		proof   ProofKind
-		publish int
-	}
-	live := map[int]string{4100: "500"}
-	sameBootGone := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
-	acquire := func(state State, marker bool) func(t *testing.T, s *Store, seat, session Key) {
-		return func(t *testing.T, s *Store, seat, session Key) {
-			c, err := s.Acquire(seat, session, AcquireFields{ClaimID: "c00000000000000000000000a", Owner: Owner{PID: 4100, Start: "500", Incarnation: []byte("7")}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if state != Reserved || marker {
-				p := Patch{State: state}
-				if marker {
-					p.Fields = map[string]any{"spawnMarker": true}
-				}
-				if state == Stopping {
-					p.Fields = map[string]any{"spawnMarker": true, "stop": map[string]string{"by": "test"}}
-				}
-				if err := s.Advance(c, p); err != nil {
+	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
+		ctx := context.Background()
+		type row struct {
+			name    string
+			setup   func(t *testing.T, s *Store, seat, session Key)
+			host    *fakeHost // the classifying host
+			opts    *ClassifyOptions
+			want    Outcome
+			refusal Code
+			needs   string
+			proof   ProofKind
+			publish int
+		}
+		live := map[int]string{4100: "500"}
+		sameBootGone := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
+		acquire := func(state State, marker bool) func(t *testing.T, s *Store, seat, session Key) {
+			return func(t *testing.T, s *Store, seat, session Key) {
+				c, err := s.Acquire(seat, session, AcquireFields{ClaimID: "c00000000000000000000000a", Owner: Owner{PID: 4100, Start: "500", Incarnation: []byte("7")}})
+				if err != nil {
 					t.Fatal(err)
+				}
+				if state != Reserved || marker {
+					p := Patch{State: state}
+					if marker {
+						p.Fields = map[string]any{"spawnMarker": true}
+					}
+					if state == Stopping {
+						p.Fields = map[string]any{"spawnMarker": true, "stop": map[string]string{"by": "test"}}
+					}
+					if err := s.Advance(c, p); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 		}
-	}
-	rows := []row{
-		{name: "1 free", setup: func(*testing.T, *Store, Key, Key) {}, host: sameBootGone, want: OutcomeFree},
-		{name: "2 foreign host", setup: acquire(Active, true), host: &fakeHost{machine: "ffffffffffffffffffffffffffffffff", boot: bootB, procs: map[int]string{}}, want: OutcomeUncertain, refusal: ForeignHost},
-		{name: "3 damaged head", setup: func(t *testing.T, s *Store, seat, session Key) {
-			acquire(Active, true)(t, s, seat, session)
-			writeRaw(t, s, session, 3, "{torn")
-		}, host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement},
-		{name: "4 mixed claims", setup: func(t *testing.T, s *Store, seat, session Key) {
-			acquire(Active, true)(t, s, seat, session)
-			other, _ := SessionKey("other")
-			seat2, _ := SeatKey("seat-2", "proj", "/ws")
-			c2, err := s.Acquire(seat2, other, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Forge the second claim's record onto the first session key.
-			rec := c2.Record.clone()
-			h, _ := s.Head(session)
-			if _, err := s.publish(session, h.N+1, rec); err != nil {
-				t.Fatal(err)
-			}
-		}, host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement},
-		{name: "5 adopt same owner", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Adopt: &Owner{PID: 4100, Incarnation: []byte("7")}}, want: OutcomeOwned},
-		{name: "6 owner live", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootA, procs: live}, want: OutcomeActive, refusal: AlreadyActive},
-		{name: "6 owner unknown (proc unreadable)", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootA, procs: nil}, opts: nil, want: OutcomeActive, refusal: AlreadyActive},
-		{name: "7 other boot, pid reused with the same start", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: live}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
-		{name: "7 other boot with proof", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
-		{name: "7 other boot without issuer", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, opts: &ClassifyOptions{BootProofs: NoBootProofs}, want: OutcomeUncertain, refusal: UnsafeReplacement, needs: NeedsBootProof},
-		{name: "8 release cut between keys", setup: func(t *testing.T, s *Store, seat, session Key) {
-			c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.barrier = func(p Point) error {
-				if p.Barrier == BarrierBetweenKeys {
-					return errCrash
+		rows := []row{
+			{name: "1 free", setup: func(*testing.T, *Store, Key, Key) {}, host: sameBootGone, want: OutcomeFree},
+			{name: "2 foreign host", setup: acquire(Active, true), host: &fakeHost{machine: "ffffffffffffffffffffffffffffffff", boot: bootB, procs: map[int]string{}}, want: OutcomeUncertain, refusal: ForeignHost},
+			{name: "3 damaged head", setup: func(t *testing.T, s *Store, seat, session Key) {
+				acquire(Active, true)(t, s, seat, session)
+				writeRaw(t, s, session, 3, "{torn")
+			}, host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement},
+			{name: "4 mixed claims", setup: func(t *testing.T, s *Store, seat, session Key) {
+				acquire(Active, true)(t, s, seat, session)
+				other, _ := SessionKey("other")
+				seat2, _ := SeatKey("seat-2", "proj", "/ws")
+				c2, err := s.Acquire(seat2, other, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+				if err != nil {
+					t.Fatal(err)
 				}
-				return nil
-			}
-			if err := s.Release(c, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
-				t.Fatal(err)
-			}
-		}, host: sameBootGone, want: OutcomeStopped, proof: ProofCohort, publish: 1},
-		{name: "9 reserved, no unit", setup: acquire(Reserved, false), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeStopped, proof: ProofNoUnit, publish: 2},
-		{name: "10 reserved, unit present", setup: acquire(Reserved, false), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{"mosaic-chat-c00000000000000000000000a": "alive"}}, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
-		{name: "10 reserved, no unit lookup", setup: acquire(Reserved, false), host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
-		{name: "10 marker, unit absent", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
-		{name: "10 stopping in flight", setup: acquire(Stopping, true), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeStopping, refusal: UnsafeReplacement},
-	}
-	for _, r := range rows {
-		t.Run(r.name, func(t *testing.T) {
-			root := filepath.Join(t.TempDir(), "root")
-			w := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: live})
-			seat, session := testKeys(t)
-			r.setup(t, w, seat, session)
-			s := openOn(t, root, r.host)
-			if r.host.procs == nil {
-				s.host = unreadableProc{r.host}
-			}
-			res, err := s.Classify(ctx, seat, session, r.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Outcome != r.want {
-				t.Errorf("outcome %s, want %s (%+v)", res.Outcome, r.want, res)
-			}
-			var code Code
-			if res.Refusal != nil {
-				code = res.Refusal.Code
-			}
-			if code != r.refusal {
-				t.Errorf("refusal %q, want %q", code, r.refusal)
-			}
-			if res.Needs != r.needs {
-				t.Errorf("needs %q, want %q", res.Needs, r.needs)
-			}
-			var pk ProofKind
-			if res.Proof != nil {
-				pk = res.Proof.Kind
-			}
-			if pk != r.proof {
-				t.Errorf("proof %q, want %q", pk, r.proof)
-			}
-			if len(res.Published) != r.publish {
-				t.Errorf("published %v, want %d revisions", res.Published, r.publish)
-			}
-			if r.proof == ProofBoot {
-				if res.BootProof == nil || res.BootProof.RecordedBootID != bootA || res.BootProof.CurrentBootID != bootB || res.BootProof.ClaimID != res.ClaimID {
-					t.Errorf("boot proof %+v", res.BootProof)
-				}
+				// Forge the second claim's record onto the first session key.
+				rec := c2.Record.clone()
 				h, _ := s.Head(session)
-				if err := s.VerifyProof(h.Record); err != nil {
-					t.Errorf("VerifyProof: %v", err)
+				if _, err := s.publish(session, h.N+1, rec); err != nil {
+					t.Fatal(err)
 				}
-			}
-			if r.want == OutcomeStopping && res.ResumeStop == nil {
-				t.Error("stop in flight not handed back")
-			}
-		})
-	}
+			}, host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement},
+			{name: "5 adopt same owner", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Adopt: &Owner{PID: 4100, Incarnation: []byte("7")}}, want: OutcomeOwned},
+			{name: "6 owner live", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootA, procs: live}, want: OutcomeActive, refusal: AlreadyActive},
+			{name: "6 owner unknown (proc unreadable)", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootA, procs: nil}, opts: nil, want: OutcomeActive, refusal: AlreadyActive},
+			{name: "7 other boot, pid reused with the same start", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: live}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
+			{name: "7 other boot with proof", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
+			{name: "7 other boot without issuer", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, opts: &ClassifyOptions{BootProofs: NoBootProofs}, want: OutcomeUncertain, refusal: UnsafeReplacement, needs: NeedsBootProof},
+			{name: "8 release cut between keys", setup: func(t *testing.T, s *Store, seat, session Key) {
+				c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.barrier = func(p Point) error {
+					if p.Barrier == BarrierBetweenKeys {
+						return errCrash
+					}
+					return nil
+				}
+				if err := s.Release(c, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
+					t.Fatal(err)
+				}
+			}, host: sameBootGone, want: OutcomeStopped, proof: ProofCohort, publish: 1},
+			{name: "9 reserved, no unit", setup: acquire(Reserved, false), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeStopped, proof: ProofNoUnit, publish: 2},
+			{name: "10 reserved, unit present", setup: acquire(Reserved, false), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{"mosaic-chat-c00000000000000000000000a": "alive"}}, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
+			{name: "10 reserved, no unit lookup", setup: acquire(Reserved, false), host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
+			{name: "10 marker, unit absent", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
+			{name: "10 stopping in flight", setup: acquire(Stopping, true), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeStopping, refusal: UnsafeReplacement},
+		}
+		for _, r := range rows {
+			t.Run(r.name, func(t *testing.T) {
+				root := newRoot(t)
+				w := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: live})
+				seat, session := testKeys(t)
+				r.setup(t, w, seat, session)
+				s := openOn(t, root, r.host)
+				if r.host.procs == nil {
+					s.host = unreadableProc{r.host}
+				}
+				res, err := s.Classify(ctx, seat, session, r.opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Outcome != r.want {
+					t.Errorf("outcome %s, want %s (%+v)", res.Outcome, r.want, res)
+				}
+				var code Code
+				if res.Refusal != nil {
+					code = res.Refusal.Code
+				}
+				if code != r.refusal {
+					t.Errorf("refusal %q, want %q", code, r.refusal)
+				}
+				if res.Needs != r.needs {
+					t.Errorf("needs %q, want %q", res.Needs, r.needs)
+				}
+				var pk ProofKind
+				if res.Proof != nil {
+					pk = res.Proof.Kind
+				}
+				if pk != r.proof {
+					t.Errorf("proof %q, want %q", pk, r.proof)
+				}
+				if len(res.Published) != r.publish {
+					t.Errorf("published %v, want %d revisions", res.Published, r.publish)
+				}
+				if r.proof == ProofBoot {
+					if res.BootProof == nil || res.BootProof.RecordedBootID != bootA || res.BootProof.CurrentBootID != bootB || res.BootProof.ClaimID != res.ClaimID {
+						t.Errorf("boot proof %+v", res.BootProof)
+					}
+					h, _ := s.Head(session)
+					if err := s.VerifyProof(h.Record); err != nil {
+						t.Errorf("VerifyProof: %v", err)
+					}
+				}
+				if r.want == OutcomeStopping && res.ResumeStop == nil {
+					t.Error("stop in flight not handed back")
+				}
+			})
+		}
+	})
 }
 
 // unreadableProc presents a host whose /proc cannot be read.
@@ -324,6 +328,10 @@ var _ hostid.Host = unreadableProc{}
 
 func writeRaw(t *testing.T, s *Store, k Key, n uint64, content string) {
 	t.Helper()
+	if s.url {
+		writeRev(t, s, k, n, []byte(content))
+		return
+	}
 	dir := s.KeyDir(k)
 	if err := writeFile0400(filepath.Join(dir, RevisionName(n)), content); err != nil {
 		t.Fatal(err)
@@ -334,83 +342,89 @@ func writeRaw(t *testing.T, s *Store, k Key, n uint64, content string) {
 // stopped revision is finished, on the next run, with the boot proof it
 // already published: one proof, no extra revision.
 func TestClassifyReusesItsBootProof(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "root")
-	w := openOn(t, root, liveHost())
-	seat, session := testKeys(t)
-	if _, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
-		t.Fatal(err)
-	}
-	host := &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
-	cut, err := Open(root, &Options{Host: host, Sequential: true, Barrier: func(p Point) error {
-		if p.Barrier == BarrierBetweenKeys {
-			return errCrash
+	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
+		root := newRoot(t)
+		w := openOn(t, root, liveHost())
+		seat, session := testKeys(t)
+		if _, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cut.Classify(context.Background(), seat, session, nil); !errors.Is(err, errCrash) {
-		t.Fatalf("cut classify: %v", err)
-	}
-	s := openOn(t, root, host)
-	res, err := s.Classify(context.Background(), seat, session, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Outcome != OutcomeStopped || !res.Completed || len(res.Published) != 1 || res.Published[0].Key != session {
-		t.Fatalf("second classify = %s, completed %v, published %v; want stopped, completing the session only", res.Outcome, res.Completed, res.Published)
-	}
-	if ids, _ := s.Backend().Proofs(); len(ids) != 1 {
-		t.Errorf("proofs %v, want exactly one", ids)
-	}
-	p, _ := s.Pair(seat, session)
-	if p.Seat.N != 2 || p.Session.N != 2 || p.Held() || p.Seat.Record.Proof.Ref != p.Session.Record.Proof.Ref {
-		t.Errorf("after: seat r%d, session r%d, held %v", p.Seat.N, p.Session.N, p.Held())
-	}
+		host := &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
+		cut, err := Open(root, &Options{Host: host, Sequential: true, Backend: backendFor(t, root), Barrier: func(p Point) error {
+			if p.Barrier == BarrierBetweenKeys {
+				return errCrash
+			}
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cut.Classify(context.Background(), seat, session, nil); !errors.Is(err, errCrash) {
+			t.Fatalf("cut classify: %v", err)
+		}
+		s := openOn(t, root, host)
+		res, err := s.Classify(context.Background(), seat, session, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != OutcomeStopped || !res.Completed || len(res.Published) != 1 || res.Published[0].Key != session {
+			t.Fatalf("second classify = %s, completed %v, published %v; want stopped, completing the session only", res.Outcome, res.Completed, res.Published)
+		}
+		if ids, _ := s.Backend().Proofs(); len(ids) != 1 {
+			t.Errorf("proofs %v, want exactly one", ids)
+		}
+		p, _ := s.Pair(seat, session)
+		if p.Seat.N != 2 || p.Session.N != 2 || p.Held() || p.Seat.Record.Proof.Ref != p.Session.Record.Proof.Ref {
+			t.Errorf("after: seat r%d, session r%d, held %v", p.Seat.N, p.Session.N, p.Held())
+		}
+	})
 }
 
 // TestClassifyRefusesAnotherPairsClaim: a claim that names its own pair is
 // never spread onto a key outside it.
 func TestClassifyRefusesAnotherPairsClaim(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "root")
-	w := openOn(t, root, liveHost())
-	seat1, session := testKeys(t)
-	seat2, _ := SeatKey("seat-2", "proj", "/ws")
-	if _, err := w.Acquire(seat2, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
-		t.Fatal(err)
-	}
-	s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
-	res, err := s.Classify(context.Background(), seat1, session, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Outcome != OutcomeUncertain || res.Refusal == nil || res.Refusal.Code != UnsafeReplacement || len(res.Published) != 0 {
-		t.Fatalf("classify of the wrong pair = %s, %v, published %v", res.Outcome, res.Refusal, res.Published)
-	}
-	if h, _ := s.Head(seat1); h.N != 0 {
-		t.Errorf("seat-1 gained revision %d", h.N)
-	}
+	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
+		root := newRoot(t)
+		w := openOn(t, root, liveHost())
+		seat1, session := testKeys(t)
+		seat2, _ := SeatKey("seat-2", "proj", "/ws")
+		if _, err := w.Acquire(seat2, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
+			t.Fatal(err)
+		}
+		s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
+		res, err := s.Classify(context.Background(), seat1, session, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != OutcomeUncertain || res.Refusal == nil || res.Refusal.Code != UnsafeReplacement || len(res.Published) != 0 {
+			t.Fatalf("classify of the wrong pair = %s, %v, published %v", res.Outcome, res.Refusal, res.Published)
+		}
+		if h, _ := s.Head(seat1); h.N != 0 {
+			t.Errorf("seat-1 gained revision %d", h.N)
+		}
+	})
 }
 
 // TestAdvanceNeverClearsSpawnMarker: once a writer may have been spawned,
 // only a proof ends that.
 func TestAdvanceNeverClearsSpawnMarker(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "root")
-	s := openOn(t, root, liveHost())
-	seat, session := testKeys(t)
-	c := claim4100(t, s, seat, session)
-	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range []any{false, nil, 0, ""} {
-		if err := s.Advance(c, Patch{Fields: map[string]any{"spawnMarker": v}}); !errors.Is(err, ErrBadPatch) {
-			t.Errorf("clearing the marker with %#v: %v, want ErrBadPatch", v, err)
+	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
+		root := newRoot(t)
+		s := openOn(t, root, liveHost())
+		seat, session := testKeys(t)
+		c := claim4100(t, s, seat, session)
+		if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if h, _ := s.Head(seat); h.N != 2 {
-		t.Errorf("seat at revision %d, want 2: a refused patch published", h.N)
-	}
+		for _, v := range []any{false, nil, 0, ""} {
+			if err := s.Advance(c, Patch{Fields: map[string]any{"spawnMarker": v}}); !errors.Is(err, ErrBadPatch) {
+				t.Errorf("clearing the marker with %#v: %v, want ErrBadPatch", v, err)
+			}
+		}
+		if h, _ := s.Head(seat); h.N != 2 {
+			t.Errorf("seat at revision %d, want 2: a refused patch published", h.N)
+		}
+	})
 }
 
 // owner4100 is the owner the recovery tests' claims record: pid 4100,

@@ -151,6 +151,14 @@ func (s *Store) Host() hostid.Host { return s.host }
 // KeyDir returns the directory of k's history under the root.
 func (s *Store) KeyDir(k Key) string { return s.path(string(k.Kind), k.Hash()) }
 
+// Path names something under the root, as errors, findings and claimctl
+// show it: a file path for a directory root, the root's URL and the key's
+// path under it for a backend whose root is a URL (etcd://host/prefix).
+func (s *Store) Path(elem ...string) string { return s.path(elem...) }
+
+// RevisionPath names revision n of k, as Path does.
+func (s *Store) RevisionPath(k Key, n uint64) string { return s.join(s.KeyDir(k), RevisionName(n)) }
+
 // path names something under the root in errors and findings: a file path
 // for a directory root, or the root's URL and key path for a backend
 // whose root is a URL (etcd://host/prefix), whose "//" a file path would
@@ -231,8 +239,12 @@ func (s *Store) Head(k Key) (*Head, error) { return s.head(k, false) }
 // the one answer the store must never give on a guess. Held keys, the hot
 // path, skip the listing, unless the head is read to publish on (forWrite):
 // a revision above it would mean the next number is a gap being filled, a
-// lost number published again. That listing is made once per key per
-// store; after it the protocol only appends, which the probe follows.
+// lost number published again, and a gap below it would make the write
+// build on a history that lost revisions (a backend whose head is one
+// descending range, etcd, sees a head above a gap that the directory
+// backend's cold probe stops below; both read such a key as damaged before
+// a write). That listing is made once per key per store; after it the
+// protocol only appends, which the probe follows.
 func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
@@ -243,7 +255,7 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 		if err != nil {
 			return nil, err
 		}
-		if h.Held() && (!forWrite || s.listedUpTo(loc, h.N, false)) {
+		if h.Held() && (!forWrite || s.listedUpTo(loc, h.N, true)) {
 			return h, nil
 		}
 		if !h.Held() && s.listedUpTo(loc, h.N, true) {
@@ -263,7 +275,7 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 		// A held head needs nothing above it; a free one needs the whole
 		// history intact too, since a gap anywhere means revisions were
 		// lost or planted, and a free answer must not rest on that.
-		if top <= h.N && (h.Held() || c.dense()) {
+		if top <= h.N && (h.Held() && !forWrite || c.dense()) {
 			s.setListed(loc, h.N, c.dense())
 			return h, nil
 		}

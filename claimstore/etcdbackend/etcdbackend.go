@@ -44,8 +44,10 @@ type Backend struct {
 	resolve  time.Duration
 	pageSize int64
 
+	owned bool // the client was made by Open: Close closes it
+
 	mu    sync.Mutex
-	fence string // this backend's current fence id; see fencePut
+	fence string // this backend's current fence id; see create
 }
 
 var _ storage.Backend = (*Backend)(nil)

@@ -1,0 +1,160 @@
+package etcdbackend
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Scheme is the URL scheme of an etcd claim root: etcd://host:port[,host:port...]/prefix.
+const Scheme = "etcd://"
+
+// IsRoot reports whether root names an etcd claim root (etcd://...).
+func IsRoot(root string) bool { return strings.HasPrefix(root, Scheme) }
+
+// RootError is a malformed etcd root URL.
+type RootError struct {
+	Root   string
+	Reason string
+}
+
+func (e *RootError) Error() string {
+	return fmt.Sprintf("etcd root %q: %s (want etcd://host:2379[,host:2379...]/prefix)", e.Root, e.Reason)
+}
+
+// ParseRoot splits an etcd root, etcd://host1:2379,host2:2379/prefix, into
+// its endpoints (host:port) and its key prefix ("/prefix"). Every
+// endpoint needs a port, and the prefix must name something: a claim root
+// never takes the whole keyspace.
+func ParseRoot(root string) (endpoints []string, prefix string, err error) {
+	rest, ok := strings.CutPrefix(root, Scheme)
+	if !ok {
+		return nil, "", &RootError{root, "it does not start with " + Scheme}
+	}
+	hosts, path, _ := strings.Cut(rest, "/")
+	if hosts == "" {
+		return nil, "", &RootError{root, "it names no endpoint"}
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil || host == "" || port == "" {
+			return nil, "", &RootError{root, fmt.Sprintf("endpoint %q is not host:port", h)}
+		}
+		endpoints = append(endpoints, h)
+	}
+	prefix = "/" + strings.TrimRight(path, "/")
+	if prefix == "/" || strings.Contains(prefix, "//") || strings.ContainsAny(prefix, "?#\x00") {
+		return nil, "", &RootError{root, fmt.Sprintf("key prefix %q must name something, such as /claims, without empty components, ? or #", prefix)}
+	}
+	return endpoints, prefix, nil
+}
+
+// Config is how to reach the cluster of an etcd root. A nil *Config means
+// all defaults: plain TCP, 5s to connect, 5s per request.
+type Config struct {
+	// CACert, Cert and Key are PEM files, as etcdctl's --cacert, --cert
+	// and --key: any of them turns TLS on; Cert and Key go together.
+	CACert, Cert, Key string
+	// DialTimeout bounds connecting to the cluster. Default: 5s.
+	DialTimeout time.Duration
+	// RequestTimeout bounds each request (Options.RequestTimeout).
+	// Default: 5s.
+	RequestTimeout time.Duration
+}
+
+// Open connects to the cluster of an etcd root URL and returns its
+// backend; Close closes the connection. It fails, naming the endpoints,
+// when no endpoint answers within DialTimeout.
+func Open(root string, cfg *Config) (*Backend, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	endpoints, prefix, err := ParseRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	dial := cfg.DialTimeout
+	if dial <= 0 {
+		dial = 5 * time.Second
+	}
+	tlsCfg, err := tlsConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: dial, TLS: tlsCfg, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd root %s: cannot connect to %s within %v: %w", root, strings.Join(endpoints, ","), dial, err)
+	}
+	// clientv3.New returns before any endpoint answered; a status
+	// request tells a dead cluster apart at once rather than at the
+	// first read.
+	ctx, cancel := context.WithTimeout(context.Background(), dial)
+	defer cancel()
+	var reached error = errors.New("no endpoint answered")
+	for _, ep := range endpoints {
+		if _, err := cli.Status(ctx, ep); err == nil {
+			reached = nil
+			break
+		} else {
+			reached = err
+		}
+	}
+	if reached != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcd root %s: no endpoint of %s answered within %v: %w", root, strings.Join(endpoints, ","), dial, reached)
+	}
+	b, err := New(cli, prefix, &Options{RequestTimeout: cfg.RequestTimeout})
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	b.owned = true
+	return b, nil
+}
+
+// Close closes the client when Open made it; a backend made by New leaves
+// its client to the caller.
+func (b *Backend) Close() error {
+	if b.owned {
+		return b.cli.Close()
+	}
+	return nil
+}
+
+func tlsConfig(cfg *Config) (*tls.Config, error) {
+	if cfg.CACert == "" && cfg.Cert == "" && cfg.Key == "" {
+		return nil, nil
+	}
+	if (cfg.Cert == "") != (cfg.Key == "") {
+		return nil, errors.New("etcd TLS: --cert and --key go together: give both, or neither")
+	}
+	t := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.CACert != "" {
+		pem, err := os.ReadFile(cfg.CACert)
+		if err != nil {
+			return nil, fmt.Errorf("etcd TLS: --cacert: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcd TLS: --cacert %s holds no PEM certificate", cfg.CACert)
+		}
+		t.RootCAs = pool
+	}
+	if cfg.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("etcd TLS: --cert %s / --key %s: %w", cfg.Cert, cfg.Key, err)
+		}
+		t.Certificates = []tls.Certificate{pair}
+	}
+	return t, nil
+}
