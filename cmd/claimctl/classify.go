@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -19,7 +18,7 @@ import (
 
 var classifyCmd = &command{
 	name:    "classify",
-	args:    "[--root DIR] [--json] [--dry-run] [--units MODE] [--bus ADDR] [--unit-timeout D] (--seat S --project P --workspace W --session ID | --all)",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] [--dry-run] [--units MODE] [--bus ADDR] [--unit-timeout D] (--seat S --project P --workspace W --session ID | --all)",
 	summary: "Decide from durable evidence what a pair is after a crash or reboot, and publish it.",
 	doc: `
 classify judges one pair, or with --all every pair under the root, in the
@@ -145,12 +144,12 @@ func classifyOut(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 		j.Unit = &unitJSON{Name: res.Unit.Name, State: string(res.Unit.State), Detail: res.Unit.Detail}
 	}
 	if bp := res.BootProof; bp != nil {
-		j.BootProof = &bootProofJSON{ID: bp.ID, Path: proofPath(s.Root(), bp.ID), MachineID: bp.MachineID,
+		j.BootProof = &bootProofJSON{ID: bp.ID, Path: s.Path(claimstore.ProofDir, bp.ID+".json"), MachineID: bp.MachineID,
 			RecordedBootID: bp.RecordedBootID, CurrentBootID: bp.CurrentBootID, ObservedAt: bp.ObservedAt}
 	}
 	for _, p := range res.Published {
 		j.Published = append(j.Published, publishedJSON{Key: keyOut(p.Key, s.Root()), Revision: p.Revision, State: string(p.State),
-			Path: filepath.Join(s.KeyDir(p.Key), claimstore.RevisionName(p.Revision))})
+			Path: s.RevisionPath(p.Key, p.Revision)})
 	}
 	j.Why = classifyWhy(s, seat, session, res)
 	return j
@@ -286,7 +285,7 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 		var text string
 		switch {
 		case pr.Orphan != "":
-			j := orphanJSON{Type: "orphan", Kind: string(pr.Loc.Kind), Dir: filepath.Join(s.Root(), string(pr.Loc.Kind), pr.Loc.Hash), Reason: pr.Orphan}
+			j := orphanJSON{Type: "orphan", Kind: string(pr.Loc.Kind), Dir: s.Path(string(pr.Loc.Kind), pr.Loc.Hash), Reason: pr.Orphan}
 			if k := firstKey(pr.Seat, pr.Session); k != nil {
 				kj := keyOut(*k, s.Root())
 				j.Key = &kj

@@ -4,14 +4,14 @@
 //
 // Usage:
 //
-//	claimctl list     [--root DIR] [--json] [--all] [--state STATE]
-//	claimctl show     [--root DIR] [--json] (--seat S --project P --workspace W [--session ID] | --session ID | --claim ID)
-//	claimctl log      [--root DIR] [--json] [--full] (--seat S --project P --workspace W | --session ID)
-//	claimctl classify [--root DIR] [--json] [--dry-run] [--units auto|user|system|none] [--bus ADDR] (PAIR | --all)
-//	claimctl fsck     [--root DIR] [--json] [--repair]
-//	claimctl acquire  [--root DIR] [--json] PAIR [--owner-pid PID] [--incarnation JSON] [--claim-id ID] [--unit NAME] [--set NAME=JSON]...
-//	claimctl advance  [--root DIR] [--json] PAIR --claim ID [--seat-rev N --session-rev N] [--state S] [--spawn-marker] [--set NAME=JSON]...
-//	claimctl release  [--root DIR] [--json] PAIR --claim ID [--seat-rev N --session-rev N] --proof KIND[:REF]
+//	claimctl list     [--root DIR|URL] [CONN] [--json] [--all] [--state STATE]
+//	claimctl show     [--root DIR|URL] [CONN] [--json] (--seat S --project P --workspace W [--session ID] | --session ID | --claim ID)
+//	claimctl log      [--root DIR|URL] [CONN] [--json] [--full] (--seat S --project P --workspace W | --session ID)
+//	claimctl classify [--root DIR|URL] [CONN] [--json] [--dry-run] [--units auto|user|system|none] [--bus ADDR] (PAIR | --all)
+//	claimctl fsck     [--root DIR|URL] [CONN] [--json] [--repair]
+//	claimctl acquire  [--root DIR|URL] [CONN] [--json] PAIR [--owner-pid PID] [--incarnation JSON] [--claim-id ID] [--unit NAME] [--set NAME=JSON]...
+//	claimctl advance  [--root DIR|URL] [CONN] [--json] PAIR --claim ID [--seat-rev N --session-rev N] [--state S] [--spawn-marker] [--set NAME=JSON]...
+//	claimctl release  [--root DIR|URL] [CONN] [--json] PAIR --claim ID [--seat-rev N --session-rev N] --proof KIND[:REF]
 //	claimctl version  [--json]
 //	claimctl help     [COMMAND | exit-codes | json | root]
 //

@@ -49,6 +49,8 @@ type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
+	conn connFlags // how to reach an etcd root, from the command line
+
 	cmdName string // the command run, for messages
 	// done says what the command did on disk, for the write error message
 	// when its output could not be written: "claim c… was acquired …".
@@ -90,6 +92,7 @@ type rootChoice struct {
 	Path    string
 	Source  string // "--root", CLAIMSTORE_ROOT or "default"
 	Default bool
+	Etcd    bool // Path is an etcd root URL (etcd://host:2379/prefix)
 }
 
 // defaultRoot is the documented default claim root: /var/lib/claimstore for
@@ -117,9 +120,22 @@ func (e *env) resolveRoot(flagRoot string, flagSet bool) (rootChoice, error) {
 		if flagRoot == "" {
 			return rootChoice{}, usagef("--root must not be empty")
 		}
+		if err := checkRootURL(flagRoot, "--root"); err != nil {
+			return rootChoice{}, err
+		}
+		if isEtcdRoot(flagRoot) {
+			return rootChoice{Path: flagRoot, Source: "--root", Etcd: true}, nil
+		}
 		return rootChoice{Path: abs(flagRoot), Source: "--root"}, nil
 	case e.getenv(envRoot) != "":
-		return rootChoice{Path: abs(e.getenv(envRoot)), Source: envRoot}, nil
+		v := e.getenv(envRoot)
+		if err := checkRootURL(v, envRoot); err != nil {
+			return rootChoice{}, err
+		}
+		if isEtcdRoot(v) {
+			return rootChoice{Path: v, Source: envRoot, Etcd: true}, nil
+		}
+		return rootChoice{Path: abs(v), Source: envRoot}, nil
 	}
 	p, err := e.defaultRoot()
 	if err != nil {
@@ -147,11 +163,18 @@ func (e *env) openStore(rc rootChoice, write bool) (*claimstore.Store, error) {
 			// Between the keys: the seat revision is durable, the session
 			// revision prepared and about to be linked.
 			if p.Barrier == claimstore.BarrierBetweenKeys {
-				session := filepath.Join(rc.Path, string(claimstore.KindSession))
+				session := rootJoin(rc.Path, string(claimstore.KindSession))
 				return &fs.PathError{Op: "link", Path: session, Err: syscall.ENOSPC}
 			}
 			return nil
 		}
+	}
+	if rc.Etcd {
+		s, err := e.openEtcdStore(rc, opts)
+		if err != nil {
+			return nil, fmt.Errorf("claim root %s (from %s): %w", rc.Path, rc.Source, err)
+		}
+		return s, nil
 	}
 	if write && rc.Default {
 		if err := os.MkdirAll(filepath.Dir(rc.Path), 0o700); err != nil {
@@ -183,6 +206,9 @@ func (e *env) openStore(rc rootChoice, write bool) (*claimstore.Store, error) {
 // on standard error: a mistyped root reads as "nothing claimed", which an
 // operator must not take for an answer about the real one.
 func (e *env) rootMissing(cmd string, rc rootChoice) bool {
+	if rc.Etcd {
+		return false // an etcd root exists as soon as its cluster does
+	}
 	if _, err := os.Lstat(rc.Path); !errors.Is(err, fs.ErrNotExist) {
 		return false
 	}
@@ -237,6 +263,9 @@ var claimRootDirs = []string{string(claimstore.KindSeat), string(claimstore.Kind
 // is an empty root (nothing claimed yet); a root holding seat/ and strays is
 // a claim root with findings, which fsck reports one by one.
 func checkClaimRoot(rc rootChoice) error {
+	if rc.Etcd {
+		return nil // only the store's keys are ever listed under its prefix
+	}
 	f, err := os.Open(rc.Path)
 	if err != nil {
 		return nil // the store's own checks say what is wrong

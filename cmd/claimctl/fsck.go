@@ -14,7 +14,7 @@ import (
 
 var fsckCmd = &command{
 	name:    "fsck",
-	args:    "[--root DIR] [--json] [--repair]",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] [--repair]",
 	summary: "Check a claim root: revisions, numbering, key directories, proofs, stray temporaries.",
 	doc: `
 fsck reads the whole root: every revision valid, revisions numbered densely
@@ -41,6 +41,10 @@ not repair what it tried to (each such finding says why).`,
 			if rc.Default && e.rootMissing("fsck", rc) {
 				// Nothing was ever claimed under the default root: an empty
 				// root, checked (the note says so).
+			} else if rc.Etcd {
+				if *repair && !c.json {
+					fmt.Fprintf(e.stderr, "claimctl fsck: note: --repair removes temporaries a writer on a directory root left behind; an etcd root has none (a revision is published in one transaction), so there is nothing for it to repair there\n")
+				}
 			} else if _, err := os.Lstat(rc.Path); err != nil {
 				return fmt.Errorf("claim root %s (from %s): %w; pass the root to check with --root", rc.Path, rc.Source, err)
 			}

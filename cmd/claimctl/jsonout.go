@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"path/filepath"
 
 	"github.com/claimstore/claimstore/claimstore"
 )
@@ -25,7 +24,7 @@ type keyJSON struct {
 func keyOut(k claimstore.Key, root string) keyJSON {
 	j := keyJSON{Kind: string(k.Kind), Seat: k.Seat, Project: k.Project, Workspace: k.Workspace, Session: k.Session, Hash: k.Hash()}
 	if root != "" {
-		j.Dir = filepath.Join(root, string(k.Kind), k.Hash())
+		j.Dir = rootJoin(root, string(k.Kind), k.Hash())
 	}
 	return j
 }

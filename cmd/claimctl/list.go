@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -16,7 +15,7 @@ import (
 var listCmd = &command{
 	name:    "list",
 	aliases: []string{"ls"},
-	args:    "[--root DIR] [--json] [--all] [--state STATE]",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] [--all] [--state STATE]",
 	summary: "List what is held under the root: every held pair and orphan key, one line each.",
 	doc: `
 One line per held pair (both keys' heads belong to one claim) and per held
@@ -99,7 +98,7 @@ func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, 
 	for i, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
 		locs, err := be.Locs(kind)
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", filepath.Join(s.Root(), string(kind)), err)
+			return nil, fmt.Errorf("listing %s: %w", s.Path(string(kind)), err)
 		}
 		allLocs[i] = locs
 		total += len(locs)
@@ -151,7 +150,7 @@ func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, 
 		switch {
 		case kh.empty:
 			if all {
-				out.add(listEntryJSON{Type: "free", State: string(claimstore.Stopped), Dir: filepath.Join(s.Root(), string(kh.loc.Kind), kh.loc.Hash), Why: "free: no revisions"})
+				out.add(listEntryJSON{Type: "free", State: string(claimstore.Stopped), Dir: s.Path(string(kh.loc.Kind), kh.loc.Hash), Why: "free: no revisions"})
 			}
 		case h == nil:
 			out.add(orphanEntry(s, kh.loc, kh.err))
@@ -172,7 +171,7 @@ func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, 
 		switch {
 		case kh.empty:
 			if all {
-				out.add(listEntryJSON{Type: "free", State: string(claimstore.Stopped), Dir: filepath.Join(s.Root(), string(kh.loc.Kind), kh.loc.Hash), Why: "free: no revisions"})
+				out.add(listEntryJSON{Type: "free", State: string(claimstore.Stopped), Dir: s.Path(string(kh.loc.Kind), kh.loc.Hash), Why: "free: no revisions"})
 			}
 		case h == nil:
 			out.add(orphanEntry(s, kh.loc, kh.err))
@@ -337,7 +336,7 @@ func freeEntry(s *claimstore.Store, h *claimstore.Head, now time.Time) listEntry
 }
 
 func orphanEntry(s *claimstore.Store, loc claimstore.Loc, why string) listEntryJSON {
-	dir := filepath.Join(s.Root(), string(loc.Kind), loc.Hash)
+	dir := s.Path(string(loc.Kind), loc.Hash)
 	return listEntryJSON{Type: "orphan", State: "damaged", Held: true, Dir: dir,
 		Why: "the key cannot be read (" + why + "); it stays held: run `claimctl fsck`"}
 }

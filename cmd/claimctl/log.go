@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +23,7 @@ import (
 
 var logCmd = &command{
 	name:    "log",
-	args:    "[--root DIR] [--json] [--full] [-n N] [--reverse] [--since TIME] [--until TIME] [--follow] (--seat S --project P --workspace W | --session ID)",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] [--full] [-n N] [--reverse] [--since TIME] [--until TIME] [--follow] (--seat S --project P --workspace W | --session ID)",
 	summary: "Print the revision history of one key, oldest first.",
 	doc: `
 One line per revision: number, writtenAt, state, claim and proof. A damaged
@@ -91,6 +90,9 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
 			if err != nil {
 				return err
+			}
+			if *follow && rc.Etcd {
+				return usagef("--follow waits on inotify over the root's directories, which an etcd root (%s) does not have; run claimctl log again instead (following an etcd root is not supported yet)", rc.Path)
 			}
 			if !*follow {
 				e.rootMissing("log", rc)
@@ -179,7 +181,7 @@ func (lf *logFollower) revision(n uint64) (*claimstore.Revision, error) {
 }
 
 func (lf *logFollower) toJSON(r *claimstore.Revision) revisionJSON {
-	j := revisionJSON{Revision: r.N, Path: filepath.Join(lf.s.KeyDir(lf.k), claimstore.RevisionName(r.N))}
+	j := revisionJSON{Revision: r.N, Path: lf.s.RevisionPath(lf.k, r.N)}
 	if r.Record != nil {
 		j.WrittenAt, j.State, j.ClaimID = r.Record.WrittenAt, string(r.Record.State), r.Record.ClaimID
 		j.Proof = proofOut(r.Record.Proof)

@@ -55,6 +55,7 @@ type command struct {
 
 // common are the flags every command has.
 type common struct {
+	conn     connFlags // how to reach an etcd root
 	rootFlag string
 	rootSet  bool
 	json     bool
@@ -68,7 +69,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		listCmd, showCmd, logCmd, classifyCmd, fsckCmd,
-		acquireCmd, advanceCmd, releaseCmd,
+		acquireCmd, advanceCmd, releaseCmd, copyCmd,
 		versionCmd, helpCmd, completionCmd,
 	}
 }
@@ -132,7 +133,7 @@ func (g globalFlags) names() []string {
 
 // globalFlagNames are the flags accepted before the command: the common
 // flags, which mean the same for every command.
-var globalFlagNames = map[string]bool{"root": true, "json": true}
+var globalFlagNames = map[string]bool{"root": true, "json": true, "cacert": true, "cert": true, "key": true, "dial-timeout": true, "command-timeout": true}
 
 // parseGlobal takes the flags before the command: --root DIR, --root=DIR,
 // --json (one or two dashes). -h, --help and --version are left for the
@@ -149,12 +150,12 @@ func parseGlobal(args []string) (globalFlags, []string, error) {
 		case name == "h" || name == "help" || name == "version":
 			return g, args, nil
 		case !globalFlagNames[name]:
-			return nil, nil, fmt.Errorf("flag %s before the command is not a global flag (only --root and --json are); put it after the command", a)
+			return nil, nil, fmt.Errorf("flag %s before the command is not a global flag (only --root, --json and the etcd connection flags are); put it after the command", a)
 		case seen[name]:
 			return nil, nil, fmt.Errorf("--%s is given twice before the command", name)
 		case name == "json" && !hasValue:
 			value = "true"
-		case name == "root" && !hasValue:
+		case name != "json" && !hasValue:
 			if len(args) < 2 {
 				return nil, nil, fmt.Errorf("flag needs an argument: %s", a)
 			}
@@ -242,6 +243,7 @@ func run1(e *env, args []string) exitCode {
 		c.set[g.name] = true
 	}
 	c.rootSet = c.set["root"]
+	e.conn = c.conn
 	if fs.NArg() > 0 && !cmd.positional {
 		return report(e, c, usagef("unexpected argument %q: every value is given by a flag", fs.Arg(0)))
 	}
@@ -255,7 +257,8 @@ func (cmd *command) flags() (*flag.FlagSet, *common, func(*env) error) {
 	fs.Usage = func() {}
 	c := &common{cmd: cmd}
 	if !cmd.noRoot {
-		fs.StringVar(&c.rootFlag, "root", "", "the claim `dir`ectory (default: $"+envRoot+", else /var/lib/claimstore for root, $XDG_STATE_HOME/claimstore or ~/.local/state/claimstore for others)")
+		fs.StringVar(&c.rootFlag, "root", "", "the claim `dir`ectory, or an etcd:// URL for a root in etcd (default: $"+envRoot+", else /var/lib/claimstore for root, $XDG_STATE_HOME/claimstore or ~/.local/state/claimstore for others)")
+		registerConnFlags(fs, &c.conn)
 	}
 	if !cmd.noJSON {
 		fs.BoolVar(&c.json, "json", false, "write one JSON document (NDJSON for classify --all) instead of text")

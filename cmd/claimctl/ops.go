@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"text/tabwriter"
 
@@ -18,7 +17,7 @@ import (
 
 var acquireCmd = &command{
 	name:    "acquire",
-	args:    "[--root DIR] [--json] --seat S --project P --workspace W --session ID [--owner-pid PID] [--incarnation JSON] [--claim-id ID] [--unit NAME] [--set NAME=JSON]...",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] --seat S --project P --workspace W --session ID [--owner-pid PID] [--incarnation JSON] [--claim-id ID] [--unit NAME] [--set NAME=JSON]...",
 	summary: "Take a new writer claim on a pair, reserved, and print it.",
 	doc: `
 acquire publishes a new claim, reserved, on the seat key and then on the
@@ -141,7 +140,7 @@ names its own pair, which classify --all pairs by.`,
 func claimIDInUse(s *claimstore.Store, id string) error {
 	var found error
 	dir, err := headsOfClaim(s, id, func(k claimstore.Key, n uint64, rec *claimstore.Record) bool {
-		what := fmt.Sprintf("%s r%d (%s)", k, n, filepath.Join(s.KeyDir(k), claimstore.RevisionName(n)))
+		what := fmt.Sprintf("%s r%d (%s)", k, n, s.RevisionPath(k, n))
 		if seat, session, ok := pairOfRecord(rec); ok {
 			what += fmt.Sprintf(", of the pair %s + %s", seat, session)
 		}
@@ -162,7 +161,7 @@ func headsOfClaim(s *claimstore.Store, id string, fn func(k claimstore.Key, n ui
 	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
 		locs, err := be.Locs(kind)
 		if err != nil {
-			return filepath.Join(s.Root(), string(kind)), err
+			return s.Path(string(kind)), err
 		}
 		for _, loc := range locs {
 			n, data, rerr, err := be.Head(loc)
@@ -342,7 +341,7 @@ func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *
 
 var advanceCmd = &command{
 	name:    "advance",
-	args:    "[--root DIR] [--json] --claim ID --seat S --project P --workspace W --session ID [--seat-rev N --session-rev N] [--state STATE] [--spawn-marker] [--set NAME=JSON]...",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] --claim ID --seat S --project P --workspace W --session ID [--seat-rev N --session-rev N] [--state STATE] [--spawn-marker] [--set NAME=JSON]...",
 	summary: "Publish the next revision of a claim, with a new state or members, on both keys.",
 	doc: `
 advance publishes the claim's record, patched, on the seat key and then on the
@@ -409,7 +408,7 @@ frees such a claim on an absent unit.`,
 
 var releaseCmd = &command{
 	name:    "release",
-	args:    "[--root DIR] [--json] --claim ID --seat S --project P --workspace W --session ID [--seat-rev N --session-rev N] --proof KIND[:REF]",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] --claim ID --seat S --project P --workspace W --session ID [--seat-rev N --session-rev N] --proof KIND[:REF]",
 	summary: "Publish stopped with a proof on both keys of a claim, freeing the pair.",
 	doc: `
 release publishes the claim's record as stopped, with the proof, on the seat key

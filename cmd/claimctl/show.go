@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -14,7 +13,7 @@ import (
 
 var showCmd = &command{
 	name:    "show",
-	args:    "[--root DIR] [--json] (--seat S --project P --workspace W [--session ID] | --session ID | --claim ID)",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] (--seat S --project P --workspace W [--session ID] | --session ID | --claim ID)",
 	summary: "Show a pair, one key, or a claim: each key's head, its owner, the pair state and why it is held.",
 	doc: `
 With the seat flags and --session, show shows the pair; with only the seat flags
@@ -260,7 +259,7 @@ func describeKeyJSON(k keyJSON) string {
 func headOut(s *claimstore.Store, h *claimstore.Head) headJSON {
 	j := headJSON{Key: keyOut(h.Key, s.Root()), Revision: h.N, State: string(h.State()), Held: h.Held()}
 	if h.N != 0 {
-		j.Path = filepath.Join(s.KeyDir(h.Key), claimstore.RevisionName(h.N))
+		j.Path = s.RevisionPath(h.Key, h.N)
 	}
 	if h.Damage != nil {
 		// Damage may come with no revision at all: a key directory that

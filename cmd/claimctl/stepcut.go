@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -115,9 +114,9 @@ func cutError(s *claimstore.Store, cl *claimstore.Claim, cause error) error {
 	return &stepCutError{
 		claimID: cl.ID,
 		published: publishedJSON{Key: keyOut(cl.Seat, s.Root()), Revision: cl.SeatRev, State: state,
-			Path: filepath.Join(s.KeyDir(cl.Seat), claimstore.RevisionName(cl.SeatRev))},
+			Path: s.RevisionPath(cl.Seat, cl.SeatRev)},
 		pending: publishedJSON{Key: keyOut(cl.Session, s.Root()), Revision: cl.SessionRev + 1, State: state,
-			Path: filepath.Join(s.KeyDir(cl.Session), claimstore.RevisionName(cl.SessionRev+1))},
+			Path: s.RevisionPath(cl.Session, cl.SessionRev+1)},
 		finish: stepCommand(verb, s.Root(), cl, cl.SeatRev, cl.SessionRev, flags),
 		cause:  cause,
 	}

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -137,4 +136,4 @@ func (l *unitLookup) LookupUnit(ctx context.Context, name string) claimstore.Uni
 }
 
 // proofPath is where the store keeps a boot proof.
-func proofPath(root, id string) string { return filepath.Join(root, claimstore.ProofDir, id+".json") }
+func proofPath(root, id string) string { return rootJoin(root, claimstore.ProofDir, id+".json") }
