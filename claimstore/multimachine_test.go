@@ -1,0 +1,69 @@
+package claimstore
+
+import (
+	"context"
+	"testing"
+)
+
+// TestTwoMachinesOneStore: supervisors on two machines share one root (a
+// directory both mount, or one etcd prefix). Machine A's claim records A's
+// machine id; on machine B it is foreign-host: B cannot acquire over it,
+// step it, or classify it free, whatever A's processes look like from B
+// (B cannot see them; no time passing frees it either). Only A, after its
+// own reboot, frees it, with a boot proof that names A.
+func TestTwoMachinesOneStore(t *testing.T) {
+	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
+		root := newRoot(t)
+		hostA := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+		hostB := &fakeHost{machine: otherMachine, boot: bootA, procs: map[int]string{}}
+		a, b := openOn(t, root, hostA), openOn(t, root, hostB)
+		seat, session := testKeys(t)
+		c := claim4100(t, a, seat, session)
+		if c.Record.Host.MachineID != testMachine {
+			t.Fatalf("the record carries machine %q, want A's %q", c.Record.Host.MachineID, testMachine)
+		}
+
+		p, err := b.Pair(seat, session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := b.Refusal(p); r.Code != ForeignHost || !p.Held() {
+			t.Errorf("on machine B the pair reads %s, refusal %+v; want held, %s", p.State(), r, ForeignHost)
+		}
+		if _, err := b.Acquire(seat, session, AcquireFields{Owner: owner4100}); !isRefusal(err, ForeignHost) {
+			t.Errorf("B's acquire over A's claim: %v, want %s", err, ForeignHost)
+		}
+		if err := b.Release(&Claim{ID: c.ID, Seat: seat, Session: session, SeatRev: c.SeatRev, SessionRev: c.SessionRev, Record: c.Record}, NewProof(ProofCohort, "from-b")); !isRefusal(err, ForeignHost) {
+			t.Errorf("B's release of A's claim: %v, want %s", err, ForeignHost)
+		}
+		// B's classifier, after B's own reboot, judges nothing of A's.
+		hostB.boot = bootB
+		res, err := b.Classify(context.Background(), seat, session, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Free() || res.Refusal == nil || res.Refusal.Code != ForeignHost || len(res.Published) != 0 {
+			t.Errorf("B classifies A's claim as %+v; want uncertain, %s, nothing published", res, ForeignHost)
+		}
+		sum, err := b.ClassifyAll(context.Background(), nil, func(*PairResult) {})
+		if err != nil || sum.Free != 0 {
+			t.Errorf("B's ClassifyAll: %+v, %v; want nothing free", sum, err)
+		}
+
+		// A reboots: its own classifier frees the claim on a boot proof
+		// naming A.
+		hostA2 := &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
+		a2 := openOn(t, root, hostA2)
+		res, err = a2.Classify(context.Background(), seat, session, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Free() || res.BootProof == nil || res.BootProof.MachineID != testMachine {
+			t.Fatalf("A after its reboot: %+v; want free on a boot proof naming A", res)
+		}
+		// Now B may take the pair.
+		if _, err := b.Acquire(seat, session, AcquireFields{Owner: owner4100}); err != nil {
+			t.Errorf("B's acquire after A freed the pair: %v", err)
+		}
+	})
+}
