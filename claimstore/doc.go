@@ -63,4 +63,13 @@
 // where link is atomic and fails on an existing name, and where an fsync of
 // a directory makes its entries durable (see ARCHITECTURE.md, "Crash
 // model"). Storage beyond that is the Backend interface's business.
+//
+// # Backends
+//
+// The directory backend is the default. Options.Backend takes another:
+// claimstore/etcdbackend keeps the same records in an etcd v3 cluster, for
+// supervisors on several machines sharing one store (a claim of another
+// machine is foreign-host: only its own machine judges it). The seam's
+// types are in claimstore/storage, so that this package never imports a
+// backend's client. Copy copies a whole root between backends.
 package claimstore
