@@ -28,17 +28,16 @@ type backendCase struct {
 }
 
 // backends returns the directory backend and the etcd backend (on a
-// single-member etcd started for this test and stopped in its cleanup).
-// CLAIMSTORE_TEST_ETCD=off leaves etcd out when iterating locally; under
-// CI=true it is always run.
+// single-member etcd started for this test and stopped in its cleanup);
+// see etcdLeftOut for when etcd is left out.
 func backends(t *testing.T) []backendCase {
 	t.Helper()
 	out := []backendCase{{name: "dir", dir: true, root: newRoot, newRoot: func(t testing.TB) func(*Options) (*Store, error) {
 		root := newRoot(t)
 		return func(opts *Options) (*Store, error) { return Open(root, opts) }
 	}}}
-	if os.Getenv("CLAIMSTORE_TEST_ETCD") == "off" && os.Getenv("CI") != "true" {
-		t.Log("CLAIMSTORE_TEST_ETCD=off: the etcd backend is left out")
+	if why := etcdLeftOut(); why != "" {
+		t.Log(why)
 		return out
 	}
 	var c *etcdtest.Cluster
@@ -108,6 +107,23 @@ func forBackends(t *testing.T, body func(t *testing.T, newRoot func(testing.TB) 
 	for _, bc := range backends(t) {
 		t.Run(bc.name, func(t *testing.T) { body(t, bc.root) })
 	}
+}
+
+// etcdLeftOut says why the etcd runs are left out, or "" when they run:
+// only outside CI, with CLAIMSTORE_TEST_ETCD=off (iterating locally) or
+// -short (internal/mutate's runs, whose targets are the core and the
+// directory backend: an etcd run per mutant would cost its budget and
+// test nothing more of them). Under CI=true they always run.
+func etcdLeftOut() string {
+	switch {
+	case os.Getenv("CI") == "true":
+		return ""
+	case os.Getenv("CLAIMSTORE_TEST_ETCD") == "off":
+		return "CLAIMSTORE_TEST_ETCD=off: the etcd backend is left out"
+	case testing.Short():
+		return "-short: the etcd backend is left out (CI runs it)"
+	}
+	return ""
 }
 
 // openWith opens a store with the test host and clock, as openStore does,

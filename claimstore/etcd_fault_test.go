@@ -140,8 +140,8 @@ func outcome(err error) string {
 }
 
 func TestEtcdFaultsLinearizable(t *testing.T) {
-	if os.Getenv("CLAIMSTORE_TEST_ETCD") == "off" && os.Getenv("CI") != "true" {
-		t.Skip("CLAIMSTORE_TEST_ETCD=off")
+	if why := etcdLeftOut(); why != "" {
+		t.Skip(why)
 	}
 	c := etcdtest.Start(t, 3)
 	c.WaitLeader()

@@ -2,7 +2,13 @@ package claimstore
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/claimstore/claimstore/claimstore/etcdbackend"
 )
 
 // TestTwoMachinesOneStore: supervisors on two machines share one root (a
@@ -64,6 +70,54 @@ func TestTwoMachinesOneStore(t *testing.T) {
 		// Now B may take the pair.
 		if _, err := b.Acquire(seat, session, AcquireFields{Owner: owner4100}); err != nil {
 			t.Errorf("B's acquire after A freed the pair: %v", err)
+		}
+	})
+}
+
+// TestCheckGapAndDamageBothBackends: fsck's record checks read the same on
+// both backends: a gap (a revision removed by hand), a damaged revision
+// (written by hand), and a name under a key that is not a revision.
+func TestCheckGapAndDamageBothBackends(t *testing.T) {
+	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
+		s := openStore(t, newRoot(t), nil)
+		seat, session := seatKey(t, "s"), sessionKey(t, "x")
+		c := mustAcquire(t, s, seat, session)
+		if err := s.Advance(c, Patch{State: Active}); err != nil {
+			t.Fatal(err)
+		}
+		removeRev(t, s, seat, 1)
+		writeRev(t, s, session, 3, []byte("{torn"))
+		if be, ok := s.be.(*etcdbackend.Backend); ok {
+			if _, err := be.Client().Put(context.Background(), be.KeyDir(session.Loc())+"notes.txt", "x"); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(filepath.Join(s.KeyDir(session), "notes.txt"), []byte("x"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := s.Check(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, f := range rep.Findings {
+			got[f.Kind] = f.Path
+		}
+		want := map[string]string{
+			FindingGap:     s.RevisionPath(seat, 2),
+			FindingDamaged: s.RevisionPath(session, 3),
+			FindingForeign: s.join(s.KeyDir(session), "notes.txt"),
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("findings (-want +got):\n%s\n%+v", diff, rep.Findings)
+		}
+		if rep.Keys != 2 || rep.Revisions != 4 {
+			t.Errorf("report %+v; want 2 keys, 4 revisions", rep)
+		}
+		// Both heads read held.
+		for _, k := range []Key{seat, session} {
+			if h, err := s.Head(k); err != nil || !h.Held() {
+				t.Errorf("%v: head %+v, %v; want held", k, h, err)
+			}
 		}
 	})
 }
