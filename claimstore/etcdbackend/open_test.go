@@ -75,3 +75,32 @@ func TestOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenTLS: a member that serves clients over TLS only and requires a
+// client certificate is reached with --cacert/--cert/--key's files, and
+// refused without a client certificate or without TLS.
+func TestOpenTLS(t *testing.T) {
+	c, f := etcdtest.StartTLS(t)
+	root := "etcd://" + c.Hosts()[0] + "/tls"
+	b, err := etcdbackend.Open(root, &etcdbackend.Config{CACert: f.CACert, Cert: f.ClientCert, Key: f.ClientKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	loc := storage.Loc{Kind: storage.KindSession, Hash: strings.Repeat("b", 32)}
+	if err := b.Publish(loc, 1, []byte("x\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Read(loc, 1); err != nil || string(got) != "x\n" {
+		t.Errorf("Read over TLS = %q, %v", got, err)
+	}
+	for name, cfg := range map[string]*etcdbackend.Config{
+		"no client certificate": {CACert: f.CACert, DialTimeout: time.Second},
+		"no TLS":                {DialTimeout: time.Second},
+	} {
+		if b, err := etcdbackend.Open(root, cfg); err == nil {
+			b.Close()
+			t.Errorf("%s: Open succeeded", name)
+		}
+	}
+}

@@ -51,3 +51,31 @@ func TestScriptsEtcd(t *testing.T) {
 	}
 	testscript.Run(t, p)
 }
+
+// TestTLSFlags: --cacert, --cert and --key reach a member that serves
+// clients over TLS only and requires a client certificate, after the
+// command or before it; without them claimctl fails (exit 1) naming the
+// endpoint.
+func TestTLSFlags(t *testing.T) {
+	c, f := etcdtest.StartTLS(t)
+	root := "etcd://" + c.Hosts()[0] + "/tls"
+	getenv := func(string) string { return "" }
+	runIt := func(args ...string) (exitCode, string, string) {
+		var out, errb strings.Builder
+		code := run(args, strings.NewReader(""), &out, &errb, getenv)
+		return code, out.String(), errb.String()
+	}
+	tlsArgs := []string{"--cacert", f.CACert, "--cert", f.ClientCert, "--key", f.ClientKey}
+	code, out, errs := runIt(append([]string{"acquire", "--root", root, "--seat", "s", "--project", "p", "--workspace", "/w", "--session", "x", "--claim-id", "c0000000000000000000000a1"}, tlsArgs...)...)
+	if code != exitOK || !strings.Contains(out, "acquired  claim c0000000000000000000000a1") {
+		t.Fatalf("acquire over TLS: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = runIt(append(append([]string{"--root", root}, tlsArgs...), "show", "--session", "x")...)
+	if code != exitOK || !strings.Contains(out, "reserved") {
+		t.Errorf("show over TLS, flags before the command: exit %d\n%s%s", code, out, errs)
+	}
+	code, _, errs = runIt("show", "--root", root, "--session", "x", "--dial-timeout", "1s")
+	if code != exitError || !strings.Contains(errs, c.Hosts()[0]) {
+		t.Errorf("show without TLS: exit %d, %s; want exit 1 naming the endpoint", code, errs)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -32,6 +33,7 @@ func (m *Member) Running() bool { return m.e != nil }
 // its data in a directory of the test's. Start stops it in t.Cleanup.
 type Cluster struct {
 	t       testing.TB
+	tls     *TLSFiles // clients must use TLS with a client certificate
 	Members []*Member
 	initial string
 }
@@ -43,13 +45,21 @@ var counter atomic.Uint64
 // outside the test is needed and nothing is skipped.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t}
+	return startWith(t, n, nil)
+}
+
+func startWith(t testing.TB, n int, tlsFiles *TLSFiles) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, tls: tlsFiles}
 	token := fmt.Sprintf("claimstore-test-%d-%d", os.Getpid(), counter.Add(1))
 	base := t.TempDir()
 	var initial []string
 	for i := range n {
 		m := &Member{Name: fmt.Sprintf("m%d", i), Dir: filepath.Join(base, fmt.Sprintf("m%d", i))}
 		m.ClientURL = url.URL{Scheme: "http", Host: freePort(t)}
+		if tlsFiles != nil {
+			m.ClientURL.Scheme = "https"
+		}
 		m.PeerURL = url.URL{Scheme: "http", Host: freePort(t)}
 		initial = append(initial, m.Name+"="+m.PeerURL.String())
 		c.Members = append(c.Members, m)
@@ -98,6 +108,9 @@ func (c *Cluster) start(i int, state, token string) error {
 	cfg.TickMs = 20
 	cfg.ElectionMs = 200
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	if c.tls != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: c.tls.serverCert, KeyFile: c.tls.serverKey, TrustedCAFile: c.tls.CACert, ClientCertAuth: true}
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("start member %s: %w", m.Name, err)
