@@ -12,12 +12,17 @@
 //	claimctl acquire  [--root DIR|URL] [CONN] [--json] PAIR [--owner-pid PID] [--incarnation JSON] [--claim-id ID] [--unit NAME] [--set NAME=JSON]...
 //	claimctl advance  [--root DIR|URL] [CONN] [--json] PAIR --claim ID [--seat-rev N --session-rev N] [--state S] [--spawn-marker] [--set NAME=JSON]...
 //	claimctl release  [--root DIR|URL] [CONN] [--json] PAIR --claim ID [--seat-rev N --session-rev N] --proof KIND[:REF]
+//	claimctl copy     --from ROOT --to ROOT [CONN] [--json]
 //	claimctl version  [--json]
 //	claimctl help     [COMMAND | exit-codes | json | root]
 //
-// where PAIR is --seat S --project P --workspace W --session ID.
+// where PAIR is --seat S --project P --workspace W --session ID, and CONN
+// are the connection flags of an etcd root: [--cacert FILE] [--cert FILE
+// --key FILE] [--dial-timeout D] [--command-timeout D].
 //
-// The claim root is --root, else $CLAIMSTORE_ROOT, else /var/lib/claimstore
+// The claim root is a directory, or etcd://host:2379[,host:2379...]/prefix
+// for a root kept in an etcd cluster shared by several machines. It is
+// --root, else $CLAIMSTORE_ROOT, else /var/lib/claimstore
 // for root and $XDG_STATE_HOME/claimstore (~/.local/state/claimstore) for
 // other users. Every command takes --json. Exit codes are stable: 0 success,
 // 1 error, 2 usage, 3 already-active, 4 unsafe-replacement, 5 foreign-host,
