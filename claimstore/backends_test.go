@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -58,7 +59,7 @@ func backends(t *testing.T) []backendCase {
 	}, newRoot: func(tb testing.TB) func(*Options) (*Store, error) {
 		root, prefix := etcdRootOf(tb)
 		return func(opts *Options) (*Store, error) {
-			be, err := etcdbackend.New(cli, prefix, nil)
+			be, err := etcdbackend.New(cli, prefix, testEtcdOptions)
 			if err != nil {
 				return nil, err
 			}
@@ -92,7 +93,7 @@ func backendFor(t testing.TB, root string) Backend {
 		return nil
 	}
 	r := v.(etcdRoot)
-	be, err := etcdbackend.New(r.cli, r.prefix, nil)
+	be, err := etcdbackend.New(r.cli, r.prefix, testEtcdOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,3 +189,10 @@ func putProof(t testing.TB, s *Store, id string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// testEtcdOptions are the etcd backend's options in the behavioural suite:
+// a request timeout far above the default, so that a test machine loaded
+// by -race and other work never turns a slow reply into a failed
+// operation the suite did not expect (the lost-reply and fault tests use
+// short timeouts on purpose).
+var testEtcdOptions = &etcdbackend.Options{RequestTimeout: 30 * time.Second}
