@@ -422,10 +422,7 @@ func (b *Backend) create(key string, data []byte) error {
 	for attempt := 0; attempt < 3; attempt++ {
 		fence := b.currentFence()
 		ctx, cancel := b.ctx()
-		resp, err := b.cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(b.fenceKey(fence)), "=", 0),
-		).Then(clientv3.OpPut(key, string(data))).Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).Commit()
+		resp, err := b.createTxn(ctx, key, data, fence)
 		cancel()
 		if err == nil {
 			if resp.Succeeded {
@@ -448,6 +445,15 @@ func (b *Backend) create(key string, data []byte) error {
 		// Not published, and never will be by that request: try again.
 	}
 	return pathErr("publish", key, fmt.Errorf("%w (last transaction error: %v)", ErrNotPublished, cause))
+}
+
+// createTxn is the publishing transaction: create key with data if it
+// was never created and the fence was never put.
+func (b *Backend) createTxn(ctx context.Context, key string, data []byte, fence string) (*clientv3.TxnResponse, error) {
+	return b.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(b.fenceKey(fence)), "=", 0),
+	).Then(clientv3.OpPut(key, string(data))).Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).Commit()
 }
 
 // resolveLost decides a transaction on key whose reply was lost (cause),
