@@ -3,9 +3,12 @@ package claimstore_test
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"sort"
+	"sync/atomic"
 	"testing"
 
+	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/internal/crashfs"
 	"github.com/claimstore/claimstore/internal/errorfs"
 )
@@ -87,7 +90,8 @@ func failCallOnce(t *testing.T, setup []step, op step, k int, want map[string][]
 		seen++
 		return seen == k
 	}})
-	w.vfs, w.store = efs, w.open(efs, w.host, nil)
+	tr := &tempTracker{FS: efs}
+	w.vfs, w.store = tr, w.open(tr, w.host, nil)
 	before := copyAcked(w.acked)
 	err := op.run(w)
 	inj := efs.Injected()
@@ -95,6 +99,9 @@ func failCallOnce(t *testing.T, setup []step, op step, k int, want map[string][]
 		return // the run took another path and made fewer calls
 	}
 	where := fmt.Sprintf("%s with call %d (%s) failed once", op.name, k, inj[0])
+	if n := tr.open.Load(); n != 0 {
+		t.Errorf("%s: %d temporaries left open", where, n)
+	}
 
 	if err == nil && inj[0].Op != errorfs.OpClose {
 		// A strict operation acknowledges all or nothing; the others (a
@@ -106,6 +113,36 @@ func failCallOnce(t *testing.T, setup []step, op step, k int, want map[string][]
 		}
 	}
 	checkAllCrashes(t, w, where)
+}
+
+// tempTracker counts the temporaries a store created and has not closed
+// (whatever Close returned: a store must call it once on each, on every
+// path, or leak a descriptor per failed publish).
+type tempTracker struct {
+	claimstore.FS
+	open atomic.Int32
+}
+
+func (f *tempTracker) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, error) {
+	t, err := f.FS.CreateTemp(dir, perm)
+	if err != nil {
+		return nil, err
+	}
+	f.open.Add(1)
+	return &trackedTemp{TempFile: t, f: f}, nil
+}
+
+type trackedTemp struct {
+	claimstore.TempFile
+	f      *tempTracker
+	closed atomic.Bool
+}
+
+func (t *trackedTemp) Close() error {
+	if !t.closed.Swap(true) {
+		t.f.open.Add(-1)
+	}
+	return t.TempFile.Close()
 }
 
 // subsetAcks reports whether every acknowledgement in a is in b, the same.

@@ -1,0 +1,231 @@
+package claimstore_test
+
+import (
+	"context"
+	"errors"
+	"path"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/internal/crashfs"
+	"github.com/claimstore/claimstore/internal/errorfs"
+)
+
+// outcomesRoot writes a root in which a ClassifyAll walk meets every kind
+// of result its Summary counts, each once or twice, and returns the store
+// to classify it with (boot B, pid 4100 alive), its filesystem (errors
+// injected for pair 7) and the summary a walk must report.
+func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, claimstore.Summary) {
+	t.Helper()
+	w := newWorld(t, &crashfs.Options{})
+	bootBHost := &testHost{machine: testMachine, boot: bootB, procs: map[int]string{ownerPID: ownerStart}}
+	inA := w.store                      // writers of boot A: every owner gone now
+	inB := w.open(w.fs, bootBHost, nil) // writers of this boot
+	foreign := w.open(w.fs, &testHost{machine: "fedcba9876543210fedcba9876543210", boot: bootB, procs: map[int]string{}}, nil)
+	own := func(pid int, boot string) claimstore.AcquireFields {
+		return claimstore.AcquireFields{Owner: claimstore.Owner{PID: pid, Start: ownerStart, Boot: boot}}
+	}
+	acq := func(s *claimstore.Store, n int, f claimstore.AcquireFields) *claimstore.Claim {
+		t.Helper()
+		seat, session := mustKeys(t, n)
+		c, err := s.Acquire(seat, session, f)
+		if err != nil {
+			t.Fatalf("acquire pair %d: %v", n, err)
+		}
+		return c
+	}
+	adv := func(s *claimstore.Store, c *claimstore.Claim, p claimstore.Patch) {
+		t.Helper()
+		if err := s.Advance(c, p); err != nil {
+			t.Fatalf("advance %s to %s: %v", c.ID, p.State, err)
+		}
+	}
+	marked := claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}
+
+	// 1: released: free.
+	c1 := acq(inA, 1, own(ownerPID, bootA))
+	if err := inA.Release(c1, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
+		t.Fatal(err)
+	}
+	// 2: active in boot A: stopped with a boot proof.
+	adv(inA, acq(inA, 2, own(ownerPID, bootA)), marked)
+	// 3: owned by a live process of this boot.
+	adv(inB, acq(inB, 3, own(ownerPID, bootB)), marked)
+	// 4: owner of this boot gone after marking its spawn; its unit
+	// cannot be observed: uncertain.
+	c4 := acq(inB, 4, own(4200, bootB))
+	adv(inB, c4, marked)
+	// 5: an owner gone while stopping its writer, whose unit is still
+	// there: a stop in flight.
+	c5 := acq(inB, 5, own(4200, bootB))
+	adv(inB, c5, marked)
+	adv(inB, c5, stopping())
+	// 11: owner gone, its unit still there: uncertain.
+	adv(inB, acq(inB, 11, own(4200, bootB)), marked)
+	// 6: another machine's claim: refused, foreign-host.
+	acq(foreign, 6, own(ownerPID, bootB))
+	// 7: a claim whose seat directory cannot be examined: the seat is an
+	// orphan of the walk (unreadable), and the pair, found through the
+	// session's pair member, an error.
+	c7 := acq(inB, 7, own(ownerPID, bootB))
+	// 8: a torn only revision: no readable key, an orphan.
+	seat8, _ := mustKeys(t, 8)
+	if err := w.fs.MkdirAll(path.Dir(revPath(seat8, 1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.fs.WriteFile(revPath(seat8, 1), []byte("{torn"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	// 9 and 10: a released seat whose session went on to another claim
+	// (on seat 10): the seat is idle, the other claim owned.
+	c9 := acq(inB, 9, own(ownerPID, bootB))
+	if err := inB.Release(c9, claimstore.NewProof(claimstore.ProofCohort, "cohort-9")); err != nil {
+		t.Fatal(err)
+	}
+	seat10, _ := mustKeys(t, 10)
+	if _, err := inB.Acquire(seat10, c9.Session, own(ownerPID, bootB)); err != nil {
+		t.Fatal(err)
+	}
+
+	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Op: errorfs.OpLstat, Path: errorfs.Contains(c7.Seat.Hash())})
+	want := claimstore.Summary{
+		Pairs:     9,
+		Free:      1,
+		Stopped:   1,
+		Uncertain: map[string]int{"unit unknown": 1, "unit present": 1, "stop in flight": 1},
+		// Held by their live owners (3 and 10): the walk leaves them.
+		Refused: map[claimstore.Code]int{claimstore.ForeignHost: 1, claimstore.AlreadyActive: 2},
+		Errors:  1,
+		Idle:    1,
+		Orphans: 2,
+	}
+	units := aliveExcept(claimstore.UnitNameFor(c4.ID))
+	return w, efs, units, want
+}
+
+// TestClassifyAllEveryOutcome: the walk's summary counts each result in
+// its own place, pairs are reported in the order of their keys' hashes
+// whatever the number of workers, and each pair is reported once.
+func TestClassifyAllEveryOutcome(t *testing.T) {
+	w, efs, units, want := outcomesRoot(t)
+	type entry struct {
+		Seat, Session string
+		Outcome       claimstore.Outcome
+		Err, Orphan   bool
+	}
+	walk := func(workers int, dry bool) ([]entry, *claimstore.Summary) {
+		t.Helper()
+		s := w.open(efs, &testHost{machine: testMachine, boot: bootB, procs: map[int]string{ownerPID: ownerStart}}, nil)
+		var got []entry
+		sum, err := s.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: units, Workers: workers, DryRun: dry}, func(r *claimstore.PairResult) {
+			e := entry{Err: r.Err != nil, Orphan: r.Orphan != ""}
+			if r.Seat != nil {
+				e.Seat = r.Seat.Hash()
+			}
+			if r.Session != nil {
+				e.Session = r.Session.Hash()
+			}
+			if r.Result != nil {
+				e.Outcome = r.Result.Outcome
+			}
+			got = append(got, e)
+		})
+		if err != nil {
+			t.Fatalf("ClassifyAll (workers %d): %v", workers, err)
+		}
+		return got, sum
+	}
+	first, _ := walk(1, true)
+	var pairs []entry
+	for _, e := range first {
+		if !e.Orphan {
+			pairs = append(pairs, e)
+		}
+	}
+	if len(pairs) != want.Pairs {
+		t.Fatalf("dry walk reported %d pairs, want %d: %+v", len(pairs), want.Pairs, first)
+	}
+	if !sort.SliceIsSorted(pairs, func(i, j int) bool { return pairs[i].Seat+pairs[i].Session < pairs[j].Seat+pairs[j].Session }) {
+		t.Errorf("pairs not reported in the order of their hashes: %+v", pairs)
+	}
+	for _, workers := range []int{2, 3, 16} {
+		got, _ := walk(workers, true)
+		if diff := cmp.Diff(first, got); diff != "" {
+			t.Errorf("dry walk with %d workers differs from one worker (-1 +%d):\n%s", workers, workers, diff)
+		}
+	}
+	// Adopting as the owner pairs 2, 3 and 10 record: those are owned (as
+	// in the reference, the pid and incarnation decide; pair 2's owner,
+	// of boot A, has no incarnation either).
+	adopter := w.open(efs, &testHost{machine: testMachine, boot: bootB, procs: map[int]string{ownerPID: ownerStart}}, nil)
+	adopt := &claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootB}
+	if sum, err := adopter.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: units, DryRun: true, Adopt: adopt}, nil); err != nil || sum.Owned != 3 || sum.Refused[claimstore.AlreadyActive] != 0 {
+		t.Errorf("dry walk adopting %+v: %+v, %v; want 3 owned, none already active", adopt, sum, err)
+	}
+	_, sum := walk(3, false)
+	if diff := cmp.Diff(want, *sum); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
+	}
+	if sum.Clean() {
+		t.Errorf("summary %+v reads clean", sum)
+	}
+}
+
+// aliveExcept says every unit is active but the one it names, which the
+// manager cannot answer for.
+type aliveExcept string
+
+func (u aliveExcept) LookupUnit(_ context.Context, name string) claimstore.UnitObservation {
+	if name == string(u) {
+		return claimstore.UnitObservation{Name: name, State: claimstore.UnitUnknown, Detail: "test: no answer"}
+	}
+	return claimstore.UnitObservation{Name: name, State: claimstore.UnitPresent, Detail: "test: running"}
+}
+
+// TestClassifyAllCanceledEndsItsWorkers: a walk canceled while its workers
+// classify returns the context's error, and no classification touches the
+// filesystem after it returned.
+func TestClassifyAllCanceledEndsItsWorkers(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	for n := 1; n <= 24; n++ {
+		seat, session := mustKeys(t, n)
+		if _, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var returned, late atomic.Bool
+	w.fs.SetHook(func(c crashfs.Call) error {
+		if returned.Load() {
+			late.Store(true)
+		}
+		time.Sleep(100 * time.Microsecond) // let the walk be canceled mid-classification
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := w.open(w.fs, &testHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, nil)
+	reported := 0
+	_, err := s.ClassifyAll(ctx, &claimstore.ClassifyOptions{Units: absentUnits{}, Workers: 4}, func(r *claimstore.PairResult) {
+		reported++
+		if reported == 2 {
+			cancel()
+		}
+	})
+	returned.Store(true)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled walk returned %v, want context.Canceled", err)
+	}
+	if reported != 2 {
+		t.Errorf("canceled walk reported %d pairs after the cancel at the second", reported)
+	}
+	time.Sleep(50 * time.Millisecond)
+	w.fs.SetHook(nil)
+	if late.Load() {
+		t.Error("a worker touched the filesystem after ClassifyAll returned")
+	}
+}
