@@ -2,10 +2,13 @@ package claimstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io/fs"
 	"path"
 	"sort"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,17 +95,80 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 		t.Fatal(err)
 	}
 
-	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Op: errorfs.OpLstat, Path: errorfs.Contains(c7.Seat.Hash())})
+	// 12 and 13: a released claim on pair 12, then an acquire of seat 13
+	// with session 12 cut between the keys: seat 13 names session 12,
+	// whose head is still the released claim; both pairs are classified.
+	c12 := acq(inB, 12, own(ownerPID, bootB))
+	if err := inB.Release(c12, claimstore.NewProof(claimstore.ProofCohort, "cohort-12")); err != nil {
+		t.Fatal(err)
+	}
+	seat13, _ := mustKeys(t, 13)
+	cut := errors.New("cut")
+	cutter := w.open(w.fs, bootBHost, func(p claimstore.Point) error {
+		if p.Barrier == claimstore.BarrierBetweenKeys {
+			return cut
+		}
+		return nil
+	})
+	if _, err := cutter.Acquire(seat13, c12.Session, own(ownerPID, bootB)); !errors.Is(err, cut) {
+		t.Fatalf("cut acquire: %v", err)
+	}
+	// 15: a session held by a claim written without a pair member (as the
+	// reference writes), whose seat has no readable revision: the seat
+	// and the session are orphans.
+	c15 := acq(inB, 15, own(ownerPID, bootB))
+	rec15 := revPath(c15.Session, 1)
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(w.fs.Files(path.Dir(rec15))[rec15], &members); err != nil {
+		t.Fatal(err)
+	}
+	delete(members, "pair")
+	noPair, err := json.Marshal(members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, data := range map[string][]byte{rec15: noPair, revPath(c15.Seat, 1): []byte("{torn")} {
+		if err := w.fs.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.fs.WriteFile(p, data, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 16: a release cut between the keys (seat stopped, session held),
+	// after which another claim took the seat with session 17: the walk
+	// completes the release on session 16, and leaves the seat to its
+	// new claim, which it names (unsafe-replacement).
+	c16 := acq(inB, 16, own(4200, bootB))
+	if err := cutter.Release(c16, claimstore.NewProof(claimstore.ProofCohort, "cohort-16")); !errors.Is(err, cut) {
+		t.Fatalf("cut release: %v", err)
+	}
+	_, session17 := mustKeys(t, 17)
+	if _, err := inB.Acquire(c16.Seat, session17, own(ownerPID, bootB)); err != nil {
+		t.Fatal(err)
+	}
+	// 18: a released pair whose seat's first revision the walk's first
+	// listing misses (a listing is not atomic): listed again, it is free.
+	c18 := acq(inB, 18, own(ownerPID, bootB))
+	if err := inB.Release(c18, claimstore.NewProof(claimstore.ProofCohort, "cohort-18")); err != nil {
+		t.Fatal(err)
+	}
+
+	efs := errorfs.Wrap(w.fs,
+		&errorfs.Rule{Op: errorfs.OpLstat, Path: errorfs.Contains(c7.Seat.Hash())},
+		&errorfs.Rule{Op: errorfs.OpReadDir, Kind: errorfs.Hide, Times: 1, Path: errorfs.Suffix(c18.Seat.Hash() + "/" + claimstore.RevisionName(1))})
 	want := claimstore.Summary{
-		Pairs:     9,
-		Free:      1,
+		Pairs:     14,
+		Free:      3, // 1, 12, 18
 		Stopped:   1,
 		Uncertain: map[string]int{"unit unknown": 1, "unit present": 1, "stop in flight": 1},
-		// Held by their live owners (3 and 10): the walk leaves them.
-		Refused: map[claimstore.Code]int{claimstore.ForeignHost: 1, claimstore.AlreadyActive: 2},
+		// Held by their live owners (3, 10, 13, and 16's seat with 17):
+		// the walk leaves them; and pair 16, completed, names the seat's
+		// new claim.
+		Refused: map[claimstore.Code]int{claimstore.ForeignHost: 1, claimstore.AlreadyActive: 4, claimstore.UnsafeReplacement: 1},
 		Errors:  1,
 		Idle:    1,
-		Orphans: 2,
+		Orphans: 4, // 7's seat, 8's seat, 15's seat and session
 	}
 	units := aliveExcept(claimstore.UnitNameFor(c4.ID))
 	return w, efs, units, want
@@ -159,13 +225,27 @@ func TestClassifyAllEveryOutcome(t *testing.T) {
 			t.Errorf("dry walk with %d workers differs from one worker (-1 +%d):\n%s", workers, workers, diff)
 		}
 	}
-	// Adopting as the owner pairs 2, 3 and 10 record: those are owned (as
-	// in the reference, the pid and incarnation decide; pair 2's owner,
-	// of boot A, has no incarnation either).
+	// Adopting as the owner pairs 2, 3, 10, 13 and 16-17 record: those are
+	// owned (as in the reference, the pid and incarnation decide; pair 2's
+	// owner, of boot A, has no incarnation either).
 	adopter := w.open(efs, &testHost{machine: testMachine, boot: bootB, procs: map[int]string{ownerPID: ownerStart}}, nil)
 	adopt := &claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootB}
-	if sum, err := adopter.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: units, DryRun: true, Adopt: adopt}, nil); err != nil || sum.Owned != 3 || sum.Refused[claimstore.AlreadyActive] != 0 {
-		t.Errorf("dry walk adopting %+v: %+v, %v; want 3 owned, none already active", adopt, sum, err)
+	if sum, err := adopter.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: units, DryRun: true, Adopt: adopt}, nil); err != nil || sum.Owned != 5 || sum.Refused[claimstore.AlreadyActive] != 0 {
+		t.Errorf("dry walk adopting %+v: %+v, %v; want 5 owned, none already active", adopt, sum, err)
+	}
+	orphans := 0
+	for _, e := range first {
+		if e.Orphan {
+			orphans++
+		}
+	}
+	if orphans != want.Orphans {
+		t.Errorf("dry walk reported %d orphans, want %d: %+v", orphans, want.Orphans, first)
+	}
+	// A dry run writes nothing, and makes nothing durable either.
+	syncs := countSyncCalls(w, func() { walk(2, true) })
+	if len(syncs) != 0 {
+		t.Errorf("a dry walk synced %v", syncs)
 	}
 	_, sum := walk(3, false)
 	if diff := cmp.Diff(want, *sum); diff != "" {
@@ -227,5 +307,72 @@ func TestClassifyAllCanceledEndsItsWorkers(t *testing.T) {
 	w.fs.SetHook(nil)
 	if late.Load() {
 		t.Error("a worker touched the filesystem after ClassifyAll returned")
+	}
+}
+
+// cancelingUnits cancels the walk on the first lookup, and answers only
+// after the walk's context is done (and a while more): no pair has a
+// result when the walk sees the cancellation.
+type cancelingUnits struct{ cancel context.CancelFunc }
+
+func (u cancelingUnits) LookupUnit(ctx context.Context, name string) claimstore.UnitObservation {
+	u.cancel()
+	<-ctx.Done()
+	time.Sleep(20 * time.Millisecond)
+	return claimstore.UnitObservation{Name: name, State: claimstore.UnitUnknown, Detail: "test: canceled"}
+}
+
+// A walk canceled before any pair has a result reports none and returns
+// the context's error.
+func TestClassifyAllCanceledBeforeAnyResult(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	for n := 1; n <= 3; n++ {
+		seat, session := mustKeys(t, n)
+		c, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: 4200, Start: ownerStart, Boot: bootA}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.store.Advance(c, claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := w.open(w.fs, liveHost(), nil) // boot A: pid 4200 is gone, the units are asked
+	reported := 0
+	_, err := s.ClassifyAll(ctx, &claimstore.ClassifyOptions{Units: cancelingUnits{cancel}, Workers: 2}, func(*claimstore.PairResult) { reported++ })
+	if !errors.Is(err, context.Canceled) || reported != 0 {
+		t.Errorf("walk canceled before any result: %v, %d reported; want context.Canceled, none", err, reported)
+	}
+}
+
+// A walk that cannot list the keys says so, and reports nothing.
+func TestClassifyAllListingFails(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	seat, session := mustKeys(t, 1)
+	if _, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
+		efs := errorfs.Wrap(w.fs, &errorfs.Rule{Op: errorfs.OpReadDir, Path: errorfs.Suffix("/claims/" + string(kind))})
+		s := w.open(efs, liveHost(), nil)
+		reported := 0
+		_, err := s.ClassifyAll(context.Background(), nil, func(*claimstore.PairResult) { reported++ })
+		if !errors.Is(err, syscall.EIO) || reported != 0 {
+			t.Errorf("walk whose %s directory cannot be listed: %v, %d reported; want EIO, none", kind, err, reported)
+		}
+	}
+}
+
+// A walk over a root that does not exist finds nothing and makes nothing:
+// not the root, not a kind directory.
+func TestClassifyAllMissingRootMakesNothing(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	sum, err := w.store.ClassifyAll(context.Background(), nil, nil)
+	if err != nil || sum.Pairs != 0 || sum.Orphans != 0 || sum.Idle != 0 {
+		t.Errorf("walk of a missing root = %+v, %v", sum, err)
+	}
+	if _, err := w.fs.Lstat(root); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("walk of a missing root: Lstat(%s) = %v, want it still missing", root, err)
 	}
 }
