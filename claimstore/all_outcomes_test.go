@@ -376,3 +376,25 @@ func TestClassifyAllMissingRootMakesNothing(t *testing.T) {
 		t.Errorf("walk of a missing root: Lstat(%s) = %v, want it still missing", root, err)
 	}
 }
+
+// A free head is confirmed by listing the key (nothing above it, no gap
+// below): when that listing fails, the answer is the error, not "free".
+func TestFreeHeadUnconfirmedIsAnError(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	seat, session := mustKeys(t, 1)
+	c, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.store.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
+		t.Fatal(err)
+	}
+	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Op: errorfs.OpReadDir, Path: errorfs.Suffix(seat.Hash())})
+	s := w.open(efs, liveHost(), nil)
+	if h, err := s.Head(seat); !errors.Is(err, syscall.EIO) {
+		t.Errorf("Head of a free key whose listing fails = %+v, %v; want EIO", h, err)
+	}
+	if _, err := s.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err == nil {
+		t.Error("acquire on a free key whose listing fails succeeded")
+	}
+}

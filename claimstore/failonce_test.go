@@ -50,10 +50,15 @@ func faultFree(t *testing.T, setup []step, op step) (map[string][]byte, int) {
 	}
 	n := 0
 	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Kind: errorfs.Fail, Nth: 1 << 30, Path: func(string) bool { n++; return true }})
-	w.vfs, w.store = efs, w.open(efs, w.host, nil)
+	tr := &tempTracker{FS: efs}
+	w.vfs, w.store = tr, w.open(tr, w.host, nil)
 	before := copyAcked(w.acked)
 	if err := op.run(w); err != nil {
 		t.Fatalf("%s without faults: %v", op.name, err)
+	}
+	// Lost races included: every temporary is closed.
+	if k := tr.open.Load(); k != 0 {
+		t.Errorf("%s without faults: %d temporaries left open", op.name, k)
 	}
 	return newAcks(before, w.acked), n
 }
