@@ -312,7 +312,7 @@ func (p *dirPrepared) Commit() error {
 	}
 	if p.n > 0 {
 		// What was linked, to tell it later from a file put in its place
-		// (ProbeHead): from the open file where the filesystem can say,
+		// (IsOwnHead): from the open file where the filesystem can say,
 		// which needs no path lookup.
 		var fi fs.FileInfo
 		var err error
