@@ -154,14 +154,35 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 		t.Fatal(err)
 	}
 
+	// 19, 20, 21: pairs whose seat's newest revision cannot be used — it
+	// cannot be read, is not JSON, or is JSON but no record — over a
+	// readable one: each is paired by the claim below it, and held
+	// (damaged).
+	var unreadable string
+	for n, top := range map[int]string{19: "", 20: "{torn", 21: ""} {
+		c := acq(inB, n, own(ownerPID, bootB))
+		adv(inB, c, marked)
+		p := revPath(c.Seat, 3)
+		switch {
+		case n == 19:
+			unreadable, top = p, "{}"
+		case n == 21:
+			top = `{"key":` + string(c.Seat.JSON()) + `}`
+		}
+		if err := w.fs.WriteFile(p, []byte(top), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	efs := errorfs.Wrap(w.fs,
+		&errorfs.Rule{Op: errorfs.OpReadFile, Path: func(p string) bool { return p == unreadable }},
 		&errorfs.Rule{Op: errorfs.OpLstat, Path: errorfs.Contains(c7.Seat.Hash())},
 		&errorfs.Rule{Op: errorfs.OpReadDir, Kind: errorfs.Hide, Times: 1, Path: errorfs.Suffix(c18.Seat.Hash() + "/" + claimstore.RevisionName(1))})
 	want := claimstore.Summary{
-		Pairs:     14,
+		Pairs:     17,
 		Free:      3, // 1, 12, 18
 		Stopped:   1,
-		Uncertain: map[string]int{"unit unknown": 1, "unit present": 1, "stop in flight": 1},
+		Uncertain: map[string]int{"unit unknown": 1, "unit present": 1, "stop in flight": 1, "damaged head": 3},
 		// Held by their live owners (3, 10, 13, and 16's seat with 17):
 		// the walk leaves them; and pair 16, completed, names the seat's
 		// new claim.
@@ -396,5 +417,63 @@ func TestFreeHeadUnconfirmedIsAnError(t *testing.T) {
 	}
 	if _, err := s.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err == nil {
 		t.Error("acquire on a free key whose listing fails succeeded")
+	}
+}
+
+// A walk canceled from its own report, with one worker (the next pair
+// often not yet handed to it), returns the context's error, every time.
+func TestClassifyAllCanceledBetweenPairsReturns(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	for n := 1; n <= 4; n++ {
+		seat, session := mustKeys(t, n)
+		if _, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := w.open(w.fs, liveHost(), nil) // every owner alive: nothing is published
+	for round := range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.ClassifyAll(ctx, &claimstore.ClassifyOptions{DryRun: true, Workers: 1}, func(*claimstore.PairResult) { cancel() })
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("round %d: canceled walk returned %v", round, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a walk canceled between pairs did not return in 10s", round)
+		}
+		cancel()
+	}
+}
+
+// The walk looks for a key's identity in its 16 newest revisions: a key
+// whose 15 newest are damaged is still paired by the 16th.
+func TestClassifyAllLooksSixteenDeep(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	seat, session := mustKeys(t, 1)
+	if _, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+		t.Fatal(err)
+	}
+	for n := uint64(2); n <= 16; n++ {
+		if err := w.fs.WriteFile(revPath(seat, n), []byte("{torn"), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := w.store.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{DryRun: true}, nil)
+	if err != nil || sum.Pairs != 1 || sum.Orphans != 0 {
+		t.Errorf("walk = %+v, %v; want the pair found through revision 1 under 15 damaged ones", sum, err)
+	}
+	if err := w.fs.WriteFile(revPath(seat, 17), []byte("{torn"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	sum, err = w.store.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{DryRun: true}, nil)
+	if err != nil || sum.Pairs != 1 || sum.Orphans != 1 {
+		// The session still names the pair; the seat, 16 deep in damage,
+		// is reported as well.
+		t.Errorf("walk = %+v, %v; want the seat an orphan (16 damaged revisions), the pair found through the session", sum, err)
 	}
 }
