@@ -61,7 +61,7 @@ func TestClassifyAll(t *testing.T) {
 	}
 	// e: a session key whose only revision is torn.
 	_, xe := key("e", "e")
-	if err := w.be.(*dirBackend).ensureDir(w.KeyDir(xe)); err != nil {
+	if err := os.MkdirAll(w.KeyDir(xe), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	writeRaw(t, w, xe, 1, "{torn")

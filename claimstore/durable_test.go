@@ -178,7 +178,8 @@ func killedReleases(t *testing.T, w *world, pairs int) []*claimstore.Claim {
 	}
 	killed := errors.New("killed")
 	for _, c := range claims {
-		releaser := w.open(w.fs, w.host, func(p claimstore.Point) error {
+		tr := &tempTracker{FS: w.fs}
+		releaser := w.open(tr, w.host, func(p claimstore.Point) error {
 			if p.Barrier == claimstore.BarrierLinked && p.Key.Kind == claimstore.KindSession {
 				return killed
 			}
@@ -186,6 +187,11 @@ func killedReleases(t *testing.T, w *world, pairs int) []*claimstore.Claim {
 		})
 		if err := releaser.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); !errors.Is(err, killed) {
 			t.Fatalf("release: %v, want it killed", err)
+		}
+		// A barrier that stops the publish after its link still closes the
+		// temporary (what the process would leave to the kernel if killed).
+		if n := tr.open.Load(); n != 0 {
+			t.Errorf("release stopped after its link left %d temporaries open", n)
 		}
 	}
 	return claims

@@ -15,8 +15,8 @@ import (
 // set, counting the temporaries created.
 type faultyOS struct {
 	osFS
-	fail  *atomic.Bool
-	temps *atomic.Int32
+	fail        *atomic.Bool
+	temps, open *atomic.Int32
 }
 
 func (f faultyOS) SyncDir(name string) error {
@@ -28,7 +28,23 @@ func (f faultyOS) SyncDir(name string) error {
 
 func (f faultyOS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
 	f.temps.Add(1)
-	return f.osFS.CreateTemp(dir, perm)
+	t, err := f.osFS.CreateTemp(dir, perm)
+	if err != nil {
+		return nil, err
+	}
+	f.open.Add(1)
+	return closeCounted{TempFile: t, open: f.open}, nil
+}
+
+// closeCounted counts its Close calls down from open.
+type closeCounted struct {
+	TempFile
+	open *atomic.Int32
+}
+
+func (t closeCounted) Close() error {
+	t.open.Add(-1)
+	return t.TempFile.Close()
 }
 
 var testLoc = Loc{Kind: KindSeat, Hash: strings.Repeat("ab", 16)}
@@ -65,9 +81,9 @@ func TestPreparedCommitsOnce(t *testing.T) {
 // is not committed.
 func TestNoWritesAfterFailedFsync(t *testing.T) {
 	var fail atomic.Bool
-	var temps atomic.Int32
+	var temps, open atomic.Int32
 	root := newRoot(t)
-	b := NewDirBackend(faultyOS{fail: &fail, temps: &temps}, root)
+	b := NewDirBackend(faultyOS{fail: &fail, temps: &temps, open: &open}, root)
 	early, err := b.Prepare(testLoc, 1, []byte(`{"n":1}`), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -93,5 +109,8 @@ func TestNoWritesAfterFailedFsync(t *testing.T) {
 	}
 	if n := temps.Load(); n != 0 {
 		t.Errorf("%d temporaries created after a failed fsync", n)
+	}
+	if n := open.Load(); n != 0 {
+		t.Errorf("%d temporaries left open", n)
 	}
 }

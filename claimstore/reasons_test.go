@@ -97,3 +97,26 @@ type absentLookup struct{}
 func (absentLookup) LookupUnit(_ context.Context, name string) UnitObservation {
 	return UnitObservation{Name: name, State: UnitAbsent, Detail: "test: absent"}
 }
+
+// Fencing is on claim ids as well as numbers: a claim naming the current
+// head revision under another claim's id is refused, whichever store
+// published that head (the store's own fast path included).
+func TestFenceRefusesSameRevisionOtherClaim(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s := openOn(t, root, liveHost())
+	seat, session := testKeys(t)
+	c := claim4100(t, s, seat, session)
+	forged := *c
+	forged.ID = "c" + strings.Repeat("f", 24)
+	forged.Record = c.Record.clone()
+	forged.Record.ClaimID = forged.ID
+	for _, st := range []*Store{s, openOn(t, root, liveHost())} {
+		var ref *Refusal
+		if err := st.Advance(&forged, Patch{State: Active}); !errors.As(err, &ref) || ref.Code != UnsafeReplacement {
+			t.Errorf("advance of claim %s at claim %s's head revision: %v; want unsafe-replacement", forged.ID, c.ID, err)
+		}
+	}
+	if h, _ := s.Head(seat); h.N != c.SeatRev || h.Record.ClaimID != c.ID {
+		t.Errorf("seat head after the refusals: revision %d of claim %s", h.N, h.Record.ClaimID)
+	}
+}

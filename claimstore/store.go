@@ -993,7 +993,10 @@ func (s *Store) fencedOwn(loc Loc, rev uint64, id string) bool {
 	s.mu.Lock()
 	o, ok := s.own[loc]
 	s.mu.Unlock()
-	if !ok || o.n != rev || o.claimID != id {
+	// The number is IsOwnHead's to check (what this store linked last);
+	// the claim id is this check's: the same number under another claim is
+	// not this claim's revision.
+	if !ok || o.claimID != id {
 		return false
 	}
 	// Nothing above rev that a listing would see and a probe would not (a

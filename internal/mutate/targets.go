@@ -38,7 +38,7 @@ var targets = []target{
 	{
 		File: "claimstore/publish.go",
 		Funcs: []string{
-			"dirBackend.makeDirs", "dirBackend.makeRoot", "dirBackend.fsyncDirs", "dirBackend.ensureDir",
+			"dirBackend.makeDirs", "dirBackend.makeRoot", "dirBackend.fsyncDirs",
 			"dirBackend.prepare", "dirPrepared.Commit", "dirBackend.Sync", "dirBackend.writeExclusive",
 		},
 		Tests: claimstoreTests,
