@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -301,10 +302,14 @@ func TestClassifyAllSyncFailureFreesNothing(t *testing.T) {
 		rules []*errorfs.Rule
 		// before runs on the classifying store first, failing an fsync.
 		before bool
+		// want is the error the walk returns (nil: ErrSyncFailed).
+		want error
 	}{
 		{name: "syncfs fails", rules: []*errorfs.Rule{{Op: errorfs.OpSyncFS}}},
 		{name: "syncfs loses", rules: []*errorfs.Rule{{Op: errorfs.OpSyncFS, Kind: errorfs.Lose, Times: 1}}},
 		{name: "an earlier fsync failed", rules: []*errorfs.Rule{{Op: errorfs.OpSyncDir, Times: 1}}, before: true},
+		// The root cannot be checked when the walk makes it durable.
+		{name: "the root cannot be checked", rules: []*errorfs.Rule{{Op: errorfs.OpLstat, Path: func(p string) bool { return p == root }}}, want: syscall.EIO},
 		// A new store's walk makes the root's entry in its parent durable
 		// too (the parent may be another filesystem): that fsync fails.
 		{name: "the root's parent fsync fails", rules: []*errorfs.Rule{{Op: errorfs.OpSyncDir, Path: func(p string) bool { return p == path.Dir(root) }}}},
@@ -323,8 +328,12 @@ func TestClassifyAllSyncFailureFreesNothing(t *testing.T) {
 			before := w.fs.Files(root)
 			var reported []*claimstore.PairResult
 			sum, err := reader.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: absentUnits{}}, func(r *claimstore.PairResult) { reported = append(reported, r) })
-			if !errors.Is(err, claimstore.ErrSyncFailed) {
-				t.Errorf("ClassifyAll = %v, want ErrSyncFailed", err)
+			want := tc.want
+			if want == nil {
+				want = claimstore.ErrSyncFailed
+			}
+			if !errors.Is(err, want) {
+				t.Errorf("ClassifyAll = %v, want %v", err, want)
 			}
 			if sum != nil && sum.Free != 0 || len(reported) != 0 {
 				t.Errorf("ClassifyAll reported %+v and %d results after its fsync failed; want nothing", sum, len(reported))

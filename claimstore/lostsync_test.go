@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"path"
 	"syscall"
 	"testing"
 
@@ -254,5 +255,33 @@ func TestUncheckableRootIsNotWritten(t *testing.T) {
 	}
 	if files := w.fs.Files(root); len(files) != 0 {
 		t.Errorf("files written under a root that could not be checked: %v", keysOf(files))
+	}
+}
+
+// On a filesystem that cannot say which file a name refers to (no inode
+// identity: crashfs), a store never vouches for its own head without
+// reading it: a head replaced by another claim's record under the same
+// number is read, and the step refused.
+func TestNoFastPathWithoutFileIdentity(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	seat, session := mustKeys(t, 1)
+	c, err := w.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newWorld(t, &crashfs.Options{})
+	if _, err := other.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+		t.Fatal(err)
+	}
+	p := revPath(seat, c.SeatRev)
+	if err := w.fs.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.fs.WriteFile(p, other.fs.Files(path.Dir(p))[p], 0o444); err != nil {
+		t.Fatal(err)
+	}
+	var ref *claimstore.Refusal
+	if err := w.store.Advance(c, active()); !errors.As(err, &ref) || ref.Code != claimstore.UnsafeReplacement {
+		t.Errorf("step on a head replaced by another claim's record: %v; want unsafe-replacement", err)
 	}
 }

@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,31 @@ func TestStepOnOwnHeadReadsNothing(t *testing.T) {
 	}
 	if n := step(s, Patch{State: Stopping, Fields: map[string]any{"leaf": "y"}}); n == 0 {
 		t.Error("a step on a head replaced behind the store's back read nothing")
+	}
+}
+
+// A key directory made writable by others after this store published in it
+// cannot promise what it holds: the store's own fast path does not vouch
+// for its revision there, and the step is refused like any step on a
+// damaged head, before anything is written.
+func TestStepInDirectoryNoLongerTrusted(t *testing.T) {
+	root := newRoot(t)
+	s := openStore(t, root, nil)
+	seat, session := testKeys(t)
+	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(s.KeyDir(seat), 0o770); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(s.KeyDir(seat), 0o700) })
+	err = s.Advance(c, Patch{State: Active})
+	var ref *Refusal
+	if !errors.As(err, &ref) || ref.Code != UnsafeReplacement {
+		t.Errorf("step in a key directory others can write: %v; want unsafe-replacement", err)
+	}
+	if names, _ := os.ReadDir(s.KeyDir(seat)); len(names) != 1 {
+		t.Errorf("the step wrote into the untrusted directory: %d entries", len(names))
 	}
 }
