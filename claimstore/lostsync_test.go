@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 	"path"
+	"strings"
 	"syscall"
 	"testing"
 
