@@ -285,3 +285,41 @@ func TestNoFastPathWithoutFileIdentity(t *testing.T) {
 		t.Errorf("step on a head replaced by another claim's record: %v; want unsafe-replacement", err)
 	}
 }
+
+// A root swapped for a symlink between the moment the store makes it and
+// the moment it checks it is not written through: the root is checked
+// after it is made, not only when it already existed.
+func TestRootSwappedAfterMkdirIsNotWritten(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	if err := w.fs.MkdirAll("/elsewhere", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	made, swapped := false, false
+	w.fs.SetHook(func(c crashfs.Call) error {
+		switch {
+		case c.Op == "mkdir" && c.Path == root:
+			made = true
+		case made && !swapped && c.Path == root:
+			swapped = true
+			if err := w.fs.Remove(root); err != nil {
+				t.Errorf("swap: %v", err)
+			}
+			if err := w.fs.Symlink("/elsewhere", root); err != nil {
+				t.Errorf("swap: %v", err)
+			}
+		}
+		return nil
+	})
+	seat, session := mustKeys(t, 1)
+	_, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	w.fs.SetHook(nil)
+	if !swapped {
+		t.Fatal("the root was never swapped: the test proves nothing")
+	}
+	if err == nil {
+		t.Error("acquire through a root swapped for a symlink succeeded")
+	}
+	if files := w.fs.Files("/elsewhere"); len(files) != 0 {
+		t.Errorf("written through the swapped root: %v", keysOf(files))
+	}
+}
