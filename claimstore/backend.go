@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // Loc locates a key's history in a backend: its kind and its hash. A store
@@ -330,13 +329,6 @@ type fileID struct {
 	mtime, ctime   int64 // ctime cannot be set from user space: a copy with -p keeps mtime, not ctime
 }
 
-func identityOf(fi fs.FileInfo) fileID {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}
-	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano(), ctime: st.Ctim.Nano()}
-}
 
 // probe finds the highest revision by probing names, so that its cost
 // does not grow with the key's history: from the last head seen it gallops
