@@ -1,0 +1,38 @@
+// Package unitctl starts, watches and stops a claim's writer as a transient
+// systemd service over D-Bus (go-systemd's StartTransientUnit), for package
+// lifecycle: Manager is its Starter and its Attacher.
+//
+// It lives beside unitprobe, not in it: unitprobe only looks (one call per
+// lookup, bounded, every failure "unknown"), which is what classify needs
+// and all it may do; unitctl acts (it makes units, holds a reference on
+// them, stops them and follows their signals), which only a supervisor
+// does. Neither is imported by package claimstore.
+//
+// # Contract
+//
+// A started unit is a service of Type=exec (the start job completes once
+// the command was executed, so a command that cannot run fails the start),
+// KillMode=control-group (stopping it stops every process of its control
+// group), AddRef=yes (the unit stays loaded, with its result, while the
+// Manager's connection lives: its end can always be read),
+// CollectMode=inactive-or-failed (collected once unreferenced, failed or
+// not: nothing is left behind), with the
+// claim's variables in its environment. Standard input, output and error
+// are the caller's files when given (passed over the bus), else the
+// journal (output) and /dev/null (input).
+//
+// Waiting for the end follows the manager's PropertiesChanged signals for
+// the unit: each signal (or a lost one) wakes the waiter, which then reads
+// the unit's properties; nothing polls. A run is over when the manager
+// reports the unit inactive or failed under the recorded InvocationID, or
+// a later invocation (the recorded one has ended), or — the unit no longer
+// loaded — when its control group is empty or gone. Anything else (no
+// answer, an unreadable control group) is not a proof, and Wait and Attach
+// say so with an error.
+//
+// # Caveats
+//
+// The waiter relies on the bus connection: if the manager or the bus goes
+// away, Wait returns only when its context ends. A unit started on another
+// manager than the one a Manager dials is not seen.
+package unitctl
