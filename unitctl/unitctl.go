@@ -272,8 +272,14 @@ func (m *Manager) Start(ctx context.Context, spec lifecycle.Spec) (lifecycle.Pro
 	if err != nil {
 		return nil, &StartError{Unit: spec.Unit, Manager: m.what, Err: fmt.Errorf("the start job %s, but the unit cannot be read: %w", result, err)}
 	}
+	// A job that did not end "done" with an invocation ran: a command that
+	// exits at once may fail the unit before the job completes, and one
+	// that cannot be executed exits 203 (systemd's EXIT_EXEC). Either way
+	// the run is this invocation, and Wait reports how it ended.
 	p := &unitProc{m: m, unit: spec.Unit, id: st.invocation, cgroup: st.cgroup}
-	if result != "done" {
+	if result != "done" && st.invocation == "" {
+		// The unit never ran (no invocation): a failed dependency, a
+		// cancelled job. It is failed or gone, and Wait reports that.
 		return p, &StartError{Unit: spec.Unit, Manager: m.what, Err: fmt.Errorf("the start job ended %q (unit %s/%s, result %s)", result, st.active, st.sub, st.result)}
 	}
 	return p, nil
