@@ -59,7 +59,7 @@ func (g GroupStarter) Start(ctx context.Context, spec Spec) (Process, error) {
 	if err != nil {
 		start = "?"
 	}
-	p := &groupProc{cmd: cmd, pgid: pid, id: "pid=" + strconv.Itoa(pid) + " start=" + start, done: make(chan struct{})}
+	p := &groupProc{cmd: cmd, pgid: pid, id: "pid " + strconv.Itoa(pid) + " start " + start, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -119,7 +119,7 @@ func (p *groupProc) Wait(ctx context.Context) (*Exit, error) {
 	if err := syscall.Kill(-p.pgid, 0); !errors.Is(err, syscall.ESRCH) {
 		return nil, &GroupNotEmptyError{PGID: p.pgid, Err: err}
 	}
-	x.Ref = fmt.Sprintf("group %d %s result=%s status=%d", p.pgid, p.id, x.Result, x.Status)
+	x.Ref = fmt.Sprintf("process group of %s is empty; result %s status %d", p.id, x.Result, x.Status)
 	return x, nil
 }
 
