@@ -381,3 +381,61 @@ type unitLookup struct{ m *unitctl.Manager }
 func (u unitLookup) LookupUnit(ctx context.Context, name string) claimstore.UnitObservation {
 	return claimstore.UnitObservation{Name: name, State: claimstore.UnitUnknown, Detail: "adoption test: not looked up"}
 }
+
+// A supervisor that died while stopping (stopping recorded, the unit still
+// running): adoption hands the claim back as stopping and resumes the stop;
+// the claim is released once the unit has ended.
+func TestAdoptResumesStop(t *testing.T) {
+	m, um := dial(t)
+	f := newFixture(t)
+	sup := exec.Command("sleep", "300")
+	if err := sup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start, _ := f.s.Host().StartTime(sup.Process.Pid)
+	boot, _ := f.s.Host().BootID()
+	ns, _ := f.s.Host().PIDNamespace(sup.Process.Pid)
+	run, err := lifecycle.Acquire(f.s, f.seat, f.session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: sup.Process.Pid, Start: start, Boot: boot, PIDNS: ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := run.Spawn(ctx, um, lifecycle.Spec{Argv: []string{"sleep", "300"}}); err != nil {
+		t.Fatal(err)
+	}
+	unit := lifecycle.UnitFile(run.Claim.Record.UnitName())
+	// The stop request is recorded; the supervisor dies before it stops
+	// the unit.
+	if err := f.s.Advance(run.Claim, claimstore.Patch{State: claimstore.Stopping, Fields: map[string]any{"stop": map[string]any{"reason": "test"}}}); err != nil {
+		t.Fatal(err)
+	}
+	um.Close()
+	sup.Process.Kill()
+	sup.Wait()
+	waitUnit(t, m, unit, "active")
+
+	_, um2 := dial(t)
+	me, _ := f.s.Self(2)
+	run2, res, err := lifecycle.Adopt(ctx, f.s, f.seat, f.session, me, &lifecycle.AdoptOptions{Units: unitLookup{um2}, Attacher: um2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != claimstore.OutcomeStopping {
+		t.Errorf("classify outcome %s, want stopping (the stop handed back)", res.Outcome)
+	}
+	x, err := run2.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Status != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %+v, want the SIGTERM of the resumed stop", x)
+	}
+	if err := run2.Release(); err != nil {
+		t.Fatal(err)
+	}
+	got := history(t, f.s, f.seat)
+	if len(got) != 6 || got[3] != "stopping+marker" || got[4] != "stopping+marker" || !strings.HasPrefix(got[5], "stopped+marker cohortProof:unit ") {
+		t.Errorf("history %q; want …, stopping, stopping (adopted), stopped", got)
+	}
+}
