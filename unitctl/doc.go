@@ -33,6 +33,7 @@
 // # Caveats
 //
 // The waiter relies on the bus connection: if the manager or the bus goes
-// away, Wait returns only when its context ends. A unit started on another
+// away, Wait returns a NotOverError (the claim stays held) rather than wait
+// for signals that cannot come. A unit started on another
 // manager than the one a Manager dials is not seen.
 package unitctl

@@ -25,6 +25,7 @@ import (
 type Manager struct {
 	conn    *sdbus.Conn
 	sys     *dbus.Conn // go-systemd's method connection, for Unit.Ref
+	sig     *dbus.Conn // go-systemd's signal connection: its end ends every Wait
 	addr    string
 	what    string
 	endLife context.CancelFunc
@@ -69,7 +70,8 @@ func Dial(ctx context.Context, opts *unitprobe.Options) (*Manager, error) {
 		err  error
 	}
 	ch := make(chan dialed, 1)
-	var first *dbus.Conn // NewConnection dials its method connection first
+	var first *dbus.Conn  // NewConnection dials its method connection first,
+	var second *dbus.Conn // then its signal connection
 	go func() {
 		conn, err := sdbus.NewConnection(func() (*dbus.Conn, error) {
 			c, err := dbus.Dial(addr, dbus.WithContext(life))
@@ -86,6 +88,8 @@ func Dial(ctx context.Context, opts *unitprobe.Options) (*Manager, error) {
 			}
 			if first == nil {
 				first = c
+			} else {
+				second = c
 			}
 			return c, nil
 		})
@@ -103,7 +107,7 @@ func Dial(ctx context.Context, opts *unitprobe.Options) (*Manager, error) {
 		endLife()
 		return nil, &DialError{Manager: what, Err: ctx.Err()}
 	}
-	m := &Manager{conn: conn, sys: first, addr: addr, what: what, endLife: endLife, waiters: map[string]map[chan struct{}]bool{}, closed: make(chan struct{})}
+	m := &Manager{conn: conn, sys: first, sig: second, addr: addr, what: what, endLife: endLife, waiters: map[string]map[chan struct{}]bool{}, closed: make(chan struct{})}
 	// Signals first, then every read: a change after the read wakes the
 	// waiter, one before it is in the read.
 	updates := make(chan *sdbus.PropertiesUpdate, 256)
@@ -472,6 +476,9 @@ func (p *unitProc) Wait(ctx context.Context) (*lifecycle.Exit, error) {
 			return nil, ctx.Err()
 		case <-p.m.closed:
 			return nil, &NotOverError{p.unit, p.id, "the connection to " + p.m.what + " was closed"}
+		case <-p.m.lost():
+			// No more signals will come: say so rather than wait forever.
+			return nil, &NotOverError{p.unit, p.id, "the connection to " + p.m.what + " was lost (the manager or its bus went away)"}
 		}
 	}
 }
@@ -520,6 +527,14 @@ func (m *Manager) Attach(ctx context.Context, rec lifecycle.Recorded) (lifecycle
 		id = st.invocation
 	}
 	return &unitProc{m: m, unit: rec.Unit, id: id, cgroup: cg, running: true}, nil
+}
+
+// lost is closed when the signal connection ends (never, if unknown).
+func (m *Manager) lost() <-chan struct{} {
+	if m.sig == nil {
+		return nil
+	}
+	return m.sig.Context().Done()
 }
 
 // ref takes a reference on a loaded unit for this connection (Unit.Ref).

@@ -2,6 +2,7 @@ package unitctl_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -437,5 +438,40 @@ func TestAdoptResumesStop(t *testing.T) {
 	got := history(t, f.s, f.seat)
 	if len(got) != 6 || got[3] != "stopping+marker" || got[4] != "stopping+marker" || !strings.HasPrefix(got[5], "stopped+marker cohortProof:unit ") {
 		t.Errorf("history %q; want …, stopping, stopping (adopted), stopped", got)
+	}
+}
+
+// The bus goes away while a run is waited for: Wait says the run is not
+// proven over (the claim stays held) instead of waiting for signals that
+// cannot come. A manager of its own: its bus is killed.
+func TestWaitBusLost(t *testing.T) {
+	m := systemdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	um, err := unitctl.Dial(ctx, &unitprobe.Options{User: true, Address: m.Address})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer um.Close()
+	p, err := um.Start(ctx, lifecycle.Spec{Unit: "mosaic-chat-c00000000000000000000bb01.service", Argv: []string{"sleep", "300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := p.Wait(ctx)
+		waited <- err
+	}()
+	if out, err := m.Systemctl("kill", "--signal=KILL", "dbus.service"); err != nil {
+		t.Fatalf("killing the bus: %v %s", err, out)
+	}
+	select {
+	case err := <-waited:
+		var no *unitctl.NotOverError
+		if !errors.As(err, &no) || !strings.Contains(err.Error(), "lost") {
+			t.Fatalf("Wait: %v; want a NotOverError saying the connection was lost", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Wait did not return after the bus went away")
 	}
 }
