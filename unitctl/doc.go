@@ -17,7 +17,8 @@
 // Manager's connection lives: its end can always be read),
 // CollectMode=inactive-or-failed (collected once unreferenced, failed or
 // not: nothing is left behind), with the
-// claim's variables in its environment. Standard input, output and error
+// claim's variables in its environment. The command's arguments are passed
+// as given ("$" is escaped from the manager's $VAR substitution). Standard input, output and error
 // are the caller's files when given (passed over the bus), else the
 // journal (output) and /dev/null (input).
 //

@@ -232,7 +232,7 @@ func (m *Manager) Start(ctx context.Context, spec lifecycle.Spec) (lifecycle.Pro
 	props := []sdbus.Property{
 		sdbus.PropDescription("claimstore writer: " + strings.Join(spec.Argv, " ")),
 		// go-systemd passes its bool as ExecStart's ignore-failure flag.
-		sdbus.PropExecStart(append([]string{argv0}, spec.Argv[1:]...), false),
+		sdbus.PropExecStart(literalArgv(append([]string{argv0}, spec.Argv[1:]...)), false),
 		sdbus.PropType("exec"),
 		{Name: "KillMode", Value: dbus.MakeVariant("control-group")},
 		{Name: "AddRef", Value: dbus.MakeVariant(true)},
@@ -287,6 +287,19 @@ func (m *Manager) Start(ctx context.Context, spec lifecycle.Spec) (lifecycle.Pro
 		return p, &StartError{Unit: spec.Unit, Manager: m.what, Err: fmt.Errorf("the start job ended %q (unit %s/%s, result %s)", result, st.active, st.sub, st.result)}
 	}
 	return p, nil
+}
+
+// literalArgv escapes argv for ExecStart: the manager substitutes $VAR and
+// ${VAR} in the arguments it executes (from the unit's environment), and
+// "$$" stands for a literal "$". A command is run as given, as a shell or
+// flock would run it. (Specifiers, %n and the like, are not expanded in a
+// command set over the bus.)
+func literalArgv(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, "$", "$$")
+	}
+	return out
 }
 
 // lookPath finds name in the caller's PATH.
