@@ -10,16 +10,17 @@
 //
 // # Contract
 //
-// A started unit is a service of Type=exec (the start job completes once
-// the command was executed, so a command that cannot run fails the start),
-// KillMode=control-group (stopping it stops every process of its control
-// group), AddRef=yes (the unit stays loaded, with its result, while the
-// Manager's connection lives: its end can always be read),
-// CollectMode=inactive-or-failed (collected once unreferenced, failed or
-// not: nothing is left behind), with the
-// claim's variables in its environment. The command's arguments are passed
-// as given ("$" is escaped from the manager's $VAR substitution). Standard input, output and error
-// are the caller's files when given (passed over the bus), else the
+// A started unit is a service of Type=exec (Start returns once the command
+// was executed; one that cannot be executed is a run that failed with
+// status 203, systemd's EXIT_EXEC), KillMode=control-group (stopping it
+// stops every process of its control group), AddRef=yes (the unit stays
+// loaded, with its result, while the Manager's connection lives: its end
+// can always be read) and CollectMode=inactive-or-failed (collected once
+// unreferenced, failed or not: nothing is left behind), with the claim's
+// variables in its environment. The command's arguments are passed as
+// given ("$" is escaped from the manager's $VAR substitution). Standard
+// input, output and error are the caller's files when given (passed over
+// the bus; the manager keeps them open while the unit lives), else the
 // journal (output) and /dev/null (input).
 //
 // Waiting for the end follows the manager's PropertiesChanged signals for
