@@ -34,8 +34,11 @@
 //
 // # Caveats
 //
-// The waiter relies on the bus connection: if the manager or the bus goes
-// away, Wait returns a NotOverError (the claim stays held) rather than wait
-// for signals that cannot come. A unit started on another
+// The waiter relies on the bus connection: if the bus goes away, Wait
+// returns a NotOverError (the claim stays held) rather than wait for
+// signals that cannot come. If the manager alone dies (the bus lives on),
+// no signal says so, and Wait waits until its context ends; the claim is
+// held meanwhile, which is safe, but claimctl run then waits until it is
+// signalled. A unit started on another
 // manager than the one a Manager dials is not seen.
 package unitctl
