@@ -243,11 +243,23 @@ func (r *Run) Stop(ctx context.Context, reason string) error {
 	}
 	if r.proc != nil {
 		if err := r.proc.Stop(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stopping the writer of claim %s: %w", c.ID, err))
+			errs = append(errs, &StopError{ClaimID: c.ID, Err: err})
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// StopError says the writer could not be asked to stop (the manager did
+// not take the stop): it may run on, and the claim stays held.
+type StopError struct {
+	ClaimID string
+	Err     error
+}
+
+func (e *StopError) Error() string {
+	return fmt.Sprintf("stopping the writer of claim %s: %v", e.ClaimID, e.Err)
+}
+func (e *StopError) Unwrap() error { return e.Err }
 
 // Release publishes stopped with a cohortProof naming the run and its
 // result. It needs a Wait that returned without error: a claim is never

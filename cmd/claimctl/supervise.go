@@ -243,10 +243,18 @@ func finishRun(e *env, r *lifecycle.Run, sigs <-chan os.Signal) error {
 			}
 			stopping = true
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := r.Stop(ctx, fmt.Sprintf("claimctl run received %v", sig)); err != nil {
+			err := r.Stop(ctx, fmt.Sprintf("claimctl run received %v", sig))
+			cancel()
+			var se *lifecycle.StopError
+			if errors.As(err, &se) {
+				// The stop was not taken (the manager unreachable): the
+				// writer may run on, and waiting for its end could last
+				// forever. Leave the claim held, and say so.
+				return exitErr{code: exitUncertain, msg: fmt.Sprintf("%v; claim %s stays held: stop its writer (unit %s) for certain, then release it with a cohortProof, or run `claimctl run --adopt` with its keys", err, r.Claim.ID, lifecycle.UnitFile(r.Claim.Record.UnitName()))}
+			}
+			if err != nil {
 				fmt.Fprintf(e.stderr, "claimctl run: %s\n", escText(err.Error()))
 			}
-			cancel()
 		}
 	}
 	if w.err != nil {
