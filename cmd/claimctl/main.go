@@ -67,6 +67,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
+		runCmd, waitCmd,
 		listCmd, showCmd, logCmd, classifyCmd, fsckCmd,
 		acquireCmd, advanceCmd, releaseCmd,
 		versionCmd, helpCmd, completionCmd,
