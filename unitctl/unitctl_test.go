@@ -334,7 +334,10 @@ func TestAdoptAfterUnobservedEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := run.Spawn(ctx, um, lifecycle.Spec{Argv: []string{"sleep", "0.2"}}); err != nil {
+	// Long enough to be running when Spawn records its control group
+	// (under load, a writer that ends at once leaves none to record, and
+	// its adoption then rightly stays held).
+	if err := run.Spawn(ctx, um, lifecycle.Spec{Argv: []string{"sleep", "1.5"}}); err != nil {
 		t.Fatal(err)
 	}
 	inv := run.Process().ID()
