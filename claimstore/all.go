@@ -99,10 +99,22 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 		}
 	}
 	bySession := map[string]*keyInfo{}
-	for _, in := range infos[KindSession] {
-		if in.key != nil && in.claimID != "" {
-			bySession[in.claimID] = in
+	byLoc := map[Loc]*keyInfo{}
+	for _, kind := range []Kind{KindSeat, KindSession} {
+		for _, in := range infos[kind] {
+			byLoc[in.loc] = in
+			if kind == KindSession && in.key != nil && in.claimID != "" {
+				bySession[in.claimID] = in
+			}
 		}
+	}
+	// moved reports whether in is a free key whose pair member names a
+	// partner that has since gone on to another claim: a released key
+	// whose other key was claimed again. It is idle, not a pair; the
+	// partner is paired by its own claim.
+	moved := func(in *keyInfo, partner Key) bool {
+		other := byLoc[partner.Loc()]
+		return !in.held && other != nil && other.key != nil && other.claimID != in.claimID
 	}
 	done := map[Loc]bool{}
 	var pairs [][2]Key
@@ -118,7 +130,7 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 			// key carries the same claim id (an id reused on two pairs
 			// would otherwise pair keys of different claims, a pair that
 			// never was). A record naming another seat pairs nothing here.
-			if in.pair[0] == *in.key {
+			if in.pair[0] == *in.key && !moved(in, in.pair[1]) {
 				pairs = append(pairs, *in.pair)
 				done[in.loc], done[in.pair[1].Loc()] = true, true
 			}
@@ -138,7 +150,7 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 			sum.Orphans++
 			done[in.loc] = true
 			report(unreadable(in))
-		case in.pair != nil && in.pair[1] == *in.key:
+		case in.pair != nil && in.pair[1] == *in.key && !moved(in, in.pair[0]):
 			pairs = append(pairs, *in.pair)
 			done[in.loc], done[in.pair[0].Loc()] = true, true
 		}

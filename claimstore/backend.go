@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
 )
@@ -100,7 +99,7 @@ type dirBackend struct {
 	// fixed order (Options.Sequential).
 	sequential bool
 	// linked remembers, per key, the file this backend last linked as a
-	// revision, so that ProbeHead can tell that very file from one put in
+	// revision, so that IsOwnHead can tell that very file from one put in
 	// its place by hand.
 	linked map[Loc]linkedFile
 	// uid is the root's owner, once read (see rootUID).
@@ -212,33 +211,26 @@ func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
 	return lo, data, nil, nil
 }
 
-// ProbeHead is Head without reading the revision: the highest revision's
-// number, when it is the very file this backend last linked there; an
-// error when the head cannot be told, the key's directory cannot be
-// trusted, or the head is any other file (published by another writer, or
-// replaced by hand). A store that knows what it linked under that number
-// (revisions are immutable) need not read it again.
-func (b *dirBackend) ProbeHead(loc Loc) (uint64, error) {
-	n, distrust, err := b.probe(loc)
-	if err != nil {
-		return 0, err
-	}
-	if distrust != nil {
-		return 0, distrust
+// IsOwnHead reports, without reading the revision, whether revision n is
+// still loc's highest and the very file this backend linked there: found by
+// probing names in a directory it can trust, and identified by fstat
+// identity. Any doubt (an error, another file, a directory others can
+// write) is false: the caller then reads the head.
+func (b *dirBackend) IsOwnHead(loc Loc, n uint64) bool {
+	head, distrust, err := b.probe(loc)
+	if err != nil || distrust != nil || head != n {
+		return false
 	}
 	b.mu.Lock()
 	l, ok := b.linked[loc]
 	b.mu.Unlock()
-	if !ok || l.n != n {
-		return 0, errors.New("the head is not the file this store linked")
+	if !ok || l.n != n || l.id == (fileID{}) {
+		return false
 	}
 	// The inode alone is not enough: a file put in place of a removed one
 	// may get its number back at once.
 	fi, err := b.fs.Lstat(filepath.Join(b.dir(loc), RevisionName(n)))
-	if err != nil || identityOf(fi) != l.id || l.id == (fileID{}) {
-		return 0, errors.New("the head is not the file this store linked")
-	}
-	return n, nil
+	return err == nil && identityOf(fi) == l.id
 }
 
 type linkedFile struct {
@@ -252,14 +244,6 @@ type linkedFile struct {
 type fileID struct {
 	dev, ino, size uint64
 	mtime, ctime   int64 // ctime cannot be set from user space: a copy with -p keeps mtime, not ctime
-}
-
-func identityOf(fi fs.FileInfo) fileID {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}
-	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano(), ctime: st.Ctim.Nano()}
 }
 
 // probe finds the highest revision by probing names, so that its cost
@@ -577,45 +561,31 @@ func (b *dirBackend) Proofs() ([]string, error) {
 // of a directory fsync per key, which a walk that reports thousands of
 // free pairs would otherwise pay (see Store.syncHeads). The root is one
 // filesystem: the store never crosses a mount point below it. Where the
-// platform has no syncfs it falls back to one fsync per kind directory,
-// and each key is synced when a decision rests on it.
+// platform has no syncfs it does nothing, and each key is synced when a
+// decision rests on it (Sync).
 func (b *dirBackend) syncWalk(heads map[Loc]uint64) error {
 	if err := b.checkFailed(); err != nil {
 		return err
 	}
+	// The root's entry in its parent, which may be on another filesystem
+	// than the root (a mount point).
 	needs, err := b.makeDirs(b.root)
 	if err != nil {
 		return err
 	}
-	if len(needs) > 0 {
-		// The root's entry in its parent, which may be on another
-		// filesystem than the root (a mount point).
-		if err := b.fsyncDirs(nil, needs); err != nil {
-			return err
-		}
+	if err := b.fsyncDirs(nil, needs); err != nil {
+		return err
 	}
 	err = b.fs.SyncFS(b.root)
 	if errors.Is(err, errors.ErrUnsupported) {
-		for _, kind := range []Kind{KindSeat, KindSession} {
-			var locs []Loc
-			for l := range heads {
-				if l.Kind == kind {
-					locs = append(locs, l)
-				}
-			}
-			if len(locs) > 0 {
-				if err := b.syncLocs(kind, locs); err != nil {
-					return err
-				}
-			}
-		}
+		// Each decision syncs its own key (Sync) instead: a directory
+		// fsync per key, and nothing is marked durable here.
 		return nil
 	}
+	// A walk syncs before it classifies, so no other fsync of this store
+	// is in flight: the syncfs's own error is all there is to settle.
 	if err := b.sync(func() error { return err }); err != nil {
 		return &fs.PathError{Op: "syncfs", Path: b.root, Err: err}
-	}
-	if err := b.settle(nil); err != nil {
-		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -625,25 +595,6 @@ func (b *dirBackend) syncWalk(heads map[Loc]uint64) error {
 		if b.synced[l] < n {
 			b.synced[l] = n
 		}
-	}
-	return nil
-}
-
-// syncLocs makes the entries of every listed key directory of kind durable
-// with one fsync of the kind directory, so that a walk over many keys does
-// not pay ensureDir's parent fsync once per key.
-func (b *dirBackend) syncLocs(kind Kind, locs []Loc) error {
-	dir := filepath.Join(b.root, string(kind))
-	if err := b.ensureDir(dir); err != nil {
-		return err
-	}
-	if err := b.sync(func() error { return b.fs.SyncDir(dir) }); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, l := range locs {
-		b.durable[b.dir(l)] = true
 	}
 	return nil
 }

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
+	"sync"
+	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/internal/crashfs"
@@ -34,7 +39,11 @@ func TestDecisionsOnlyOnDurableHeads(t *testing.T) {
 		// reports the pair free.
 		{"reports-free", claimstore.BarrierLinked, claimstore.KindSession, claimstore.OutcomeFree},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		// run classifies after the killed release, with the reader's k-th
+		// filesystem call failing once (0: none), and checks every power
+		// cut after a classification that freed or stopped the pair. It
+		// returns how many calls the reader made.
+		run := func(t *testing.T, k int) int {
 			w := newWorld(t, &crashfs.Options{})
 			for _, st := range []step{acquire("a", 1, 'a'), advance("a", active())} {
 				if err := st.run(w); err != nil {
@@ -58,14 +67,26 @@ func TestDecisionsOnlyOnDurableHeads(t *testing.T) {
 			delete(w.host.procs, ownerPID) // the supervisor died with it
 
 			// A new process on the same page cache.
-			reader := w.open(w.fs, w.host, nil)
+			calls := 0
+			efs := errorfs.Wrap(w.fs, &errorfs.Rule{Kind: errorfs.Fail, Times: 1, Path: func(string) bool {
+				calls++
+				return calls == k
+			}})
+			reader := w.open(efs, w.host, nil)
 			seat, session := c.Seat, c.Session
 			res, err := reader.Classify(context.Background(), seat, session, &claimstore.ClassifyOptions{Units: absentUnits{}})
-			if err != nil {
+			where := "classify"
+			if k > 0 {
+				where = fmt.Sprintf("classify with call %d (%v) failed once", k, efs.Injected())
+			}
+			if k == 0 && err != nil {
 				t.Fatal(err)
 			}
-			if res.Outcome != tc.want {
+			if k == 0 && res.Outcome != tc.want {
 				t.Fatalf("classify = %s (%v), want %s", res.Outcome, res.Refusal, tc.want)
+			}
+			if err != nil || res.Outcome != claimstore.OutcomeFree && res.Outcome != claimstore.OutcomeStopped {
+				return calls // it said nothing that a power cut could take back
 			}
 			states, _, err := w.fs.CrashStates(crashfs.ModelSubset, 0)
 			if err != nil {
@@ -78,9 +99,20 @@ func TestDecisionsOnlyOnDurableHeads(t *testing.T) {
 					t.Fatal(err)
 				}
 				if p.Held() {
-					t.Errorf("power cut state %d/%d after classify said %s: the pair reads %s again (seat %d %s, session %d %s)",
-						i+1, len(states), res.Outcome, p.State(), p.Seat.N, p.Seat.State(), p.Session.N, p.Session.State())
+					t.Errorf("%s: power cut state %d/%d after classify said %s: the pair reads %s again (seat %d %s, session %d %s)",
+						where, i+1, len(states), res.Outcome, p.State(), p.Seat.N, p.Seat.State(), p.Session.N, p.Session.State())
 				}
+			}
+			return calls
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			calls := run(t, 0)
+			// The same with each call of the classification failing once:
+			// a failure swallowed where a decision rests on it (the fsync
+			// that makes a head durable, or the directory it needs made)
+			// shows up as a power cut that takes the decision back.
+			for k := 1; k <= calls; k++ {
+				run(t, k)
 			}
 		})
 	}
@@ -132,12 +164,11 @@ func TestReusedBootProofIsDurable(t *testing.T) {
 	}
 }
 
-// ClassifyAll reports every released pair free: the heads it read are made
-// durable first, with one syncfs for the whole walk rather than a
-// directory fsync per key.
-func TestClassifyAllFreeHeadsDurable(t *testing.T) {
-	w := newWorld(t, &crashfs.Options{})
-	const pairs = 6
+// killedReleases acquires pairs pairs, then releases each with a releaser
+// killed after linking its session revision, before the directory fsync:
+// every pair reads free from the page cache only.
+func killedReleases(t *testing.T, w *world, pairs int) []*claimstore.Claim {
+	t.Helper()
 	var claims []*claimstore.Claim
 	for i := range pairs {
 		st := acquire(fmt.Sprint("a", i), 10+i, byte('a'+i))
@@ -146,11 +177,10 @@ func TestClassifyAllFreeHeadsDurable(t *testing.T) {
 		}
 		claims = append(claims, w.claims[fmt.Sprint("a", i)])
 	}
-	// Each releaser is killed after linking its session revision, before
-	// the directory fsync: every pair reads free from the page cache.
 	killed := errors.New("killed")
 	for _, c := range claims {
-		releaser := w.open(w.fs, w.host, func(p claimstore.Point) error {
+		tr := &tempTracker{FS: w.fs}
+		releaser := w.open(tr, w.host, func(p claimstore.Point) error {
 			if p.Barrier == claimstore.BarrierLinked && p.Key.Kind == claimstore.KindSession {
 				return killed
 			}
@@ -159,23 +189,36 @@ func TestClassifyAllFreeHeadsDurable(t *testing.T) {
 		if err := releaser.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); !errors.Is(err, killed) {
 			t.Fatalf("release: %v, want it killed", err)
 		}
+		// A barrier that stops the publish after its link still closes the
+		// temporary (what the process would leave to the kernel if killed).
+		if n := tr.open.Load(); n != 0 {
+			t.Errorf("release stopped after its link left %d temporaries open", n)
+		}
 	}
+	return claims
+}
+
+// countSyncCalls counts the fsyncs w's filesystem sees while f runs.
+func countSyncCalls(w *world, f func()) map[string]int {
+	var mu sync.Mutex
 	syncs := map[string]int{}
 	w.fs.SetHook(func(c crashfs.Call) error {
 		if c.Op == "syncdir" || c.Op == "syncfs" || c.Op == "sync" {
+			mu.Lock()
 			syncs[c.Op]++
+			mu.Unlock()
 		}
 		return nil
 	})
-	reader := w.open(w.fs, w.host, nil)
-	sum, err := reader.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: absentUnits{}}, nil)
-	if err != nil || sum.Free != pairs {
-		t.Fatalf("classify --all = %+v, %v; want %d free pairs", sum, err, pairs)
-	}
-	w.fs.SetHook(nil)
-	if syncs["syncfs"] != 1 || syncs["syncdir"] > 1 || syncs["sync"] != 0 {
-		t.Errorf("classify --all over %d free pairs synced %v; want one syncfs (and at most the root's parent)", pairs, syncs)
-	}
+	defer w.fs.SetHook(nil)
+	f()
+	return syncs
+}
+
+// checkFreeAfterEveryCut checks that each claim's pair reads free in every
+// power-cut state of w's filesystem.
+func checkFreeAfterEveryCut(t *testing.T, w *world, claims []*claimstore.Claim) {
+	t.Helper()
 	states, _, err := w.fs.CrashStates(crashfs.ModelSubset, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +234,114 @@ func TestClassifyAllFreeHeadsDurable(t *testing.T) {
 				t.Errorf("power cut state %d/%d after classify --all said free: %v + %v reads %s", i+1, len(states), c.Seat, c.Session, p.State())
 			}
 		}
+	}
+}
+
+// ClassifyAll reports every released pair free: the heads it read are made
+// durable first, with one syncfs for the whole walk rather than a
+// directory fsync per key.
+func TestClassifyAllFreeHeadsDurable(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	const pairs = 6
+	claims := killedReleases(t, w, pairs)
+	reader := w.open(w.fs, w.host, nil)
+	var sum *claimstore.Summary
+	var err error
+	syncs := countSyncCalls(w, func() {
+		sum, err = reader.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: absentUnits{}}, nil)
+	})
+	if err != nil || sum.Free != pairs {
+		t.Fatalf("classify --all = %+v, %v; want %d free pairs", sum, err, pairs)
+	}
+	if syncs["syncfs"] != 1 || syncs["syncdir"] > 1 || syncs["sync"] != 0 {
+		t.Errorf("classify --all over %d free pairs synced %v; want one syncfs (and at most the root's parent)", pairs, syncs)
+	}
+	checkFreeAfterEveryCut(t, w, claims)
+}
+
+// noSyncFS is a filesystem on a platform without syncfs(2).
+type noSyncFS struct{ claimstore.FS }
+
+func (noSyncFS) SyncFS(name string) error {
+	return &fs.PathError{Op: "syncfs", Path: name, Err: errors.ErrUnsupported}
+}
+
+// Without syncfs (a platform without the call), each decision makes its
+// own key durable (Sync): the same durability, for a few directory fsyncs
+// per key instead of one syncfs.
+func TestClassifyAllFreeHeadsDurableWithoutSyncFS(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	const pairs = 6
+	claims := killedReleases(t, w, pairs)
+	reader := w.open(noSyncFS{w.fs}, w.host, nil)
+	var sum *claimstore.Summary
+	var err error
+	syncs := countSyncCalls(w, func() {
+		sum, err = reader.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: absentUnits{}}, nil)
+	})
+	if err != nil || sum.Free != pairs {
+		t.Fatalf("classify --all = %+v, %v; want %d free pairs", sum, err, pairs)
+	}
+	// A new store's first use of the root: the root's entry in its parent,
+	// the kind directories' entries in the root; then for each key its
+	// entry in the kind directory, and its own (this store runs its fsyncs
+	// one after another: Options.Sequential).
+	if want := map[string]int{"syncdir": 3 + 4*pairs}; !cmp.Equal(want, syncs) {
+		t.Errorf("classify --all over %d free pairs without syncfs synced %v; want %v", pairs, syncs, want)
+	}
+	checkFreeAfterEveryCut(t, w, claims)
+}
+
+// A walk that cannot make what it read durable reports nothing free and
+// publishes nothing: neither when its syncfs fails, nor when an fsync of
+// the same store failed before (the failure is sticky: the kernel may have
+// dropped what it did not write, and reports that once).
+func TestClassifyAllSyncFailureFreesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rules []*errorfs.Rule
+		// before runs on the classifying store first, failing an fsync.
+		before bool
+		// want is the error the walk returns (nil: ErrSyncFailed).
+		want error
+	}{
+		{name: "syncfs fails", rules: []*errorfs.Rule{{Op: errorfs.OpSyncFS}}},
+		{name: "syncfs loses", rules: []*errorfs.Rule{{Op: errorfs.OpSyncFS, Kind: errorfs.Lose, Times: 1}}},
+		{name: "an earlier fsync failed", rules: []*errorfs.Rule{{Op: errorfs.OpSyncDir, Times: 1}}, before: true},
+		// The root cannot be checked when the walk makes it durable.
+		{name: "the root cannot be checked", rules: []*errorfs.Rule{{Op: errorfs.OpLstat, Path: func(p string) bool { return p == root }}}, want: syscall.EIO},
+		// A new store's walk makes the root's entry in its parent durable
+		// too (the parent may be another filesystem): that fsync fails.
+		{name: "the root's parent fsync fails", rules: []*errorfs.Rule{{Op: errorfs.OpSyncDir, Path: func(p string) bool { return p == path.Dir(root) }}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, &crashfs.Options{})
+			killedReleases(t, w, 3)
+			efs := errorfs.Wrap(w.fs, tc.rules...)
+			reader := w.open(efs, w.host, nil)
+			if tc.before {
+				seat, session := mustKeys(t, 99)
+				if _, err := reader.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); !errors.Is(err, claimstore.ErrSyncFailed) {
+					t.Fatalf("acquire with a failing directory fsync: %v, want ErrSyncFailed", err)
+				}
+			}
+			before := w.fs.Files(root)
+			var reported []*claimstore.PairResult
+			sum, err := reader.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: absentUnits{}}, func(r *claimstore.PairResult) { reported = append(reported, r) })
+			want := tc.want
+			if want == nil {
+				want = claimstore.ErrSyncFailed
+			}
+			if !errors.Is(err, want) {
+				t.Errorf("ClassifyAll = %v, want %v", err, want)
+			}
+			if sum != nil && sum.Free != 0 || len(reported) != 0 {
+				t.Errorf("ClassifyAll reported %+v and %d results after its fsync failed; want nothing", sum, len(reported))
+			}
+			if diff := cmp.Diff(before, w.fs.Files(root)); diff != "" {
+				t.Errorf("ClassifyAll published after its fsync failed (-before +after):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -3,9 +3,12 @@ package claimstore_test
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"sort"
+	"sync/atomic"
 	"testing"
 
+	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/internal/crashfs"
 	"github.com/claimstore/claimstore/internal/errorfs"
 )
@@ -47,10 +50,15 @@ func faultFree(t *testing.T, setup []step, op step) (map[string][]byte, int) {
 	}
 	n := 0
 	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Kind: errorfs.Fail, Nth: 1 << 30, Path: func(string) bool { n++; return true }})
-	w.vfs, w.store = efs, w.open(efs, w.host, nil)
+	tr := &tempTracker{FS: efs}
+	w.vfs, w.store = tr, w.open(tr, w.host, nil)
 	before := copyAcked(w.acked)
 	if err := op.run(w); err != nil {
 		t.Fatalf("%s without faults: %v", op.name, err)
+	}
+	// Lost races included: every temporary is closed.
+	if k := tr.open.Load(); k != 0 {
+		t.Errorf("%s without faults: %d temporaries left open", op.name, k)
 	}
 	return newAcks(before, w.acked), n
 }
@@ -87,7 +95,8 @@ func failCallOnce(t *testing.T, setup []step, op step, k int, want map[string][]
 		seen++
 		return seen == k
 	}})
-	w.vfs, w.store = efs, w.open(efs, w.host, nil)
+	tr := &tempTracker{FS: efs}
+	w.vfs, w.store = tr, w.open(tr, w.host, nil)
 	before := copyAcked(w.acked)
 	err := op.run(w)
 	inj := efs.Injected()
@@ -95,6 +104,9 @@ func failCallOnce(t *testing.T, setup []step, op step, k int, want map[string][]
 		return // the run took another path and made fewer calls
 	}
 	where := fmt.Sprintf("%s with call %d (%s) failed once", op.name, k, inj[0])
+	if n := tr.open.Load(); n != 0 {
+		t.Errorf("%s: %d temporaries left open", where, n)
+	}
 
 	if err == nil && inj[0].Op != errorfs.OpClose {
 		// A strict operation acknowledges all or nothing; the others (a
@@ -106,6 +118,36 @@ func failCallOnce(t *testing.T, setup []step, op step, k int, want map[string][]
 		}
 	}
 	checkAllCrashes(t, w, where)
+}
+
+// tempTracker counts the temporaries a store created and has not closed
+// (whatever Close returned: a store must call it once on each, on every
+// path, or leak a descriptor per failed publish).
+type tempTracker struct {
+	claimstore.FS
+	open atomic.Int32
+}
+
+func (f *tempTracker) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, error) {
+	t, err := f.FS.CreateTemp(dir, perm)
+	if err != nil {
+		return nil, err
+	}
+	f.open.Add(1)
+	return &trackedTemp{TempFile: t, f: f}, nil
+}
+
+type trackedTemp struct {
+	claimstore.TempFile
+	f      *tempTracker
+	closed atomic.Bool
+}
+
+func (t *trackedTemp) Close() error {
+	if !t.closed.Swap(true) {
+		t.f.open.Add(-1)
+	}
+	return t.TempFile.Close()
 }
 
 // subsetAcks reports whether every acknowledgement in a is in b, the same.

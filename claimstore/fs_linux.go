@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -136,4 +137,14 @@ func (osFS) ProbeDir(dir string) (exists func(base string) (bool, error), size i
 		}
 	}
 	return exists, size, func() error { return unix.Close(fd) }, nil
+}
+
+// identityOf is what tells one file from another put in its place, from
+// what Lstat said; zero when it says nothing (see fileID).
+func identityOf(fi fs.FileInfo) fileID {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano(), ctime: st.Ctim.Nano()}
 }

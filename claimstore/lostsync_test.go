@@ -1,10 +1,13 @@
 package claimstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/claimstore/claimstore/claimstore"
@@ -164,11 +167,159 @@ func TestFsyncCounts(t *testing.T) {
 	}); n != 8+4 {
 		t.Errorf("two steps in a new process: %d fsyncs, want 12 (8, then 4)", n)
 	}
-	if n := count(func(s *claimstore.Store) {
-		if err := s.Release(c, claimstore.NewProof(claimstore.ProofCohort, "x")); err != nil {
+	counter := &syncCounter{FS: w.fs}
+	s := w.open(counter, w.host, nil)
+	if err := s.Release(c, claimstore.NewProof(claimstore.ProofCohort, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if counter.n != 8 {
+		t.Errorf("release in a new process: %d fsyncs, want 8", counter.n)
+	}
+	// The releasing store made its revisions durable itself: a decision on
+	// them (free) needs no fsync, now or later.
+	for i := range 2 {
+		counter.n = 0
+		res, err := s.Classify(context.Background(), seat, session, &claimstore.ClassifyOptions{Units: absentUnits{}})
+		if err != nil || res.Outcome != claimstore.OutcomeFree {
+			t.Fatalf("classify after release: %+v, %v", res, err)
+		}
+		if counter.n != 0 {
+			t.Errorf("classify %d in the store that released: %d fsyncs, want none", i+1, counter.n)
+		}
+	}
+	// A new store syncs each key once, the first time a decision rests on
+	// it, and not again: the seat's chain (the root's parent, the root,
+	// seat/, the key), then the session's (the root again, since session/'s
+	// entry in it is newer than that fsync, session/, the key).
+	counter.n = 0
+	s = w.open(counter, w.host, nil)
+	for i, want := range []int{7, 0} {
+		counter.n = 0
+		if _, err := s.Classify(context.Background(), seat, session, &claimstore.ClassifyOptions{Units: absentUnits{}}); err != nil {
 			t.Fatal(err)
 		}
-	}); n != 8 {
-		t.Errorf("release in a new process: %d fsyncs, want 8", n)
+		if counter.n != want {
+			t.Errorf("classify %d of a released pair in a new store: %d fsyncs, want %d", i+1, counter.n, want)
+		}
+	}
+}
+
+// A writer that finds its number taken when its temporary is written gives
+// up before fsyncing it: with many racing for one number, all but the
+// winner would otherwise wait on the disk for nothing.
+func TestLoserPaysNoTemporaryFsync(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	seat, session := mustKeys(t, 1)
+	c, err := w.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rival := *c
+	counter := &syncCounter{FS: w.fs}
+	var syncsBefore int
+	raced := false
+	loser := w.open(counter, w.host, func(p claimstore.Point) error {
+		if p.Barrier == claimstore.BarrierTempWritten && p.Key == seat && !raced {
+			raced = true
+			// Another writer publishes the same number, whole, now.
+			if err := w.store.Advance(&rival, active()); err != nil {
+				t.Fatalf("rival: %v", err)
+			}
+			syncsBefore = counter.n
+		}
+		return nil
+	})
+	err = loser.Advance(c, active())
+	var ref *claimstore.Refusal
+	if !errors.As(err, &ref) {
+		t.Fatalf("advance that lost its number: %v, want a refusal", err)
+	}
+	if !raced {
+		t.Fatal("the race never happened: the test proves nothing")
+	}
+	if n := counter.n - syncsBefore; n != 0 {
+		t.Errorf("the loser made %d fsyncs after its number was taken, want none", n)
+	}
+}
+
+// A root that cannot be examined when it is first written to is not
+// written to: the check of the root (not a symlink, this user's, not
+// writable by others) is not skipped because its Lstat failed.
+func TestUncheckableRootIsNotWritten(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Op: errorfs.OpLstat, Path: func(p string) bool { return p == root }})
+	s := w.open(efs, w.host, nil)
+	seat, session := mustKeys(t, 1)
+	if _, err := s.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); !errors.Is(err, syscall.EIO) {
+		t.Errorf("acquire in a root whose Lstat fails: %v, want EIO", err)
+	}
+	if files := w.fs.Files(root); len(files) != 0 {
+		t.Errorf("files written under a root that could not be checked: %v", keysOf(files))
+	}
+}
+
+// On a filesystem that cannot say which file a name refers to (no inode
+// identity: crashfs), a store never vouches for its own head without
+// reading it: a head replaced by another claim's record under the same
+// number is read, and the step refused.
+func TestNoFastPathWithoutFileIdentity(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	seat, session := mustKeys(t, 1)
+	c, err := w.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newWorld(t, &crashfs.Options{})
+	if _, err := other.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+		t.Fatal(err)
+	}
+	p := revPath(seat, c.SeatRev)
+	if err := w.fs.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.fs.WriteFile(p, other.fs.Files(path.Dir(p))[p], 0o444); err != nil {
+		t.Fatal(err)
+	}
+	var ref *claimstore.Refusal
+	if err := w.store.Advance(c, active()); !errors.As(err, &ref) || ref.Code != claimstore.UnsafeReplacement {
+		t.Errorf("step on a head replaced by another claim's record: %v; want unsafe-replacement", err)
+	}
+}
+
+// A root swapped for a symlink between the moment the store makes it and
+// the moment it checks it is not written through: the root is checked
+// after it is made, not only when it already existed.
+func TestRootSwappedAfterMkdirIsNotWritten(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	if err := w.fs.MkdirAll("/elsewhere", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	made, swapped := false, false
+	w.fs.SetHook(func(c crashfs.Call) error {
+		switch {
+		case c.Op == "mkdir" && c.Path == root:
+			made = true
+		case made && !swapped && c.Path == root:
+			swapped = true
+			if err := w.fs.Remove(root); err != nil {
+				t.Errorf("swap: %v", err)
+			}
+			if err := w.fs.Symlink("/elsewhere", root); err != nil {
+				t.Errorf("swap: %v", err)
+			}
+		}
+		return nil
+	})
+	seat, session := mustKeys(t, 1)
+	_, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	w.fs.SetHook(nil)
+	if !swapped {
+		t.Fatal("the root was never swapped: the test proves nothing")
+	}
+	if err == nil {
+		t.Error("acquire through a root swapped for a symlink succeeded")
+	}
+	if files := w.fs.Files("/elsewhere"); len(files) != 0 {
+		t.Errorf("written through the swapped root: %v", keysOf(files))
 	}
 }

@@ -174,16 +174,6 @@ func (b *dirBackend) fsyncDirs(dirs []string, needs []parentSync) error {
 	return nil
 }
 
-// ensureDir makes dir exist with a durable entry in its parent (and every
-// directory above it likewise), now.
-func (b *dirBackend) ensureDir(dir string) error {
-	needs, err := b.makeDirs(dir)
-	if err != nil || len(needs) == 0 {
-		return err
-	}
-	return b.fsyncDirs(nil, needs)
-}
-
 // Publish runs the whole publish protocol on revision n of loc: Prepare,
 // then Commit.
 func (b *dirBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error {
@@ -299,7 +289,7 @@ func (p *dirPrepared) Commit() error {
 	}
 	if p.n > 0 {
 		// What was linked, to tell it later from a file put in its place
-		// (ProbeHead): from the open file where the filesystem can say,
+		// (IsOwnHead): from the open file where the filesystem can say,
 		// which needs no path lookup.
 		var fi fs.FileInfo
 		var err error

@@ -9,10 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -378,5 +380,77 @@ func TestNoUnitWithMarkerInOneStep(t *testing.T) {
 	err := s.Advance(c, Patch{State: Stopped, Proof: NewProof(ProofNoUnit, ""), Fields: map[string]any{"spawnMarker": true}})
 	if !errors.Is(err, ErrBadPatch) {
 		t.Fatalf("stopped + no-unit + spawn marker in one step: %v, want ErrBadPatch", err)
+	}
+}
+
+// faultyBackend is a backend whose Revisions listing (List) of one key and
+// whose publications on another fail, with EIO.
+type faultyBackend struct {
+	Backend
+	failList, failPublish Loc
+}
+
+func (b faultyBackend) List(loc Loc) ([]uint64, []string, error) {
+	if loc == b.failList {
+		return nil, nil, &fs.PathError{Op: "readdir", Path: loc.String(), Err: syscall.EIO}
+	}
+	return b.Backend.List(loc)
+}
+
+func (b faultyBackend) Prepare(loc Loc, n uint64, data []byte, hook func(Barrier) error) (Prepared, error) {
+	if loc == b.failPublish {
+		return nil, &fs.PathError{Op: "write", Path: loc.String(), Err: syscall.EIO}
+	}
+	return b.Backend.Prepare(loc, n, data, hook)
+}
+
+func (b faultyBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error {
+	if loc == b.failPublish {
+		return &fs.PathError{Op: "write", Path: loc.String(), Err: syscall.EIO}
+	}
+	return b.Backend.Publish(loc, n, data, hook)
+}
+
+// A moved release that cannot be completed — the history it rests on
+// cannot be listed, or the completing revision cannot be published — is an
+// error of the classification, said as such: not "uncertain", not a race
+// to retry, and nothing is published.
+func TestMovedReleaseFailuresAreErrors(t *testing.T) {
+	for _, which := range []string{"history unreadable", "publish fails"} {
+		t.Run(which, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "root")
+			host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
+			s := openOn(t, root, host)
+			seat, session := testKeys(t)
+			x := claim4100(t, s, seat, session)
+			cutAt(s, BarrierBetweenKeys)
+			if err := s.Release(x, NewProof(ProofCohort, "cohort-x")); !errors.Is(err, errCrash) {
+				t.Fatal(err)
+			}
+			s.barrier = nil
+			delete(host.procs, 4100)
+			other, _ := SessionKey("sess-2")
+			if _, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
+				t.Fatal(err)
+			}
+			fb := faultyBackend{Backend: NewDirBackend(OSFS, root)}
+			if which == "history unreadable" {
+				fb.failList = seat.Loc()
+			} else {
+				fb.failPublish = session.Loc()
+			}
+			c, err := Open(root, &Options{Host: host, Backend: fb})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, _ := s.Head(session)
+			res, err := c.Classify(context.Background(), seat, session, nil)
+			if !errors.Is(err, syscall.EIO) {
+				t.Errorf("classify = %+v, %v; want the EIO", res, err)
+			}
+			if after, _ := s.Head(session); after.N != before.N {
+				t.Errorf("session went from revision %d to %d", before.N, after.N)
+			}
+		})
 	}
 }

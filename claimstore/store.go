@@ -1016,22 +1016,24 @@ func (s *Store) fenced(c *Claim, k Key) error {
 
 // fencedOwn is fenced's fast path: when this store itself published
 // revision rev of loc for claim id, and a probe finds rev still the head
-// (in a directory it can trust, with nothing above it that a listing of
-// this store would have missed), the revision needs no reading: a revision
-// name never refers to anything but what was linked to it.
+// (in a directory it can trust, the very file it linked), the revision
+// needs no reading: a revision name never refers to anything but what was
+// linked to it.
 func (s *Store) fencedOwn(loc Loc, rev uint64, id string) bool {
 	s.mu.Lock()
 	o, ok := s.own[loc]
 	s.mu.Unlock()
-	if !ok || o.n != rev || o.claimID != id {
+	// The number is IsOwnHead's to check (what this store linked last);
+	// the claim id is this check's: the same number under another claim is
+	// not this claim's revision.
+	if !ok || o.claimID != id {
 		return false
 	}
-	pb, ok := s.be.(interface{ ProbeHead(Loc) (uint64, error) })
-	if !ok {
-		return false
-	}
-	n, err := pb.ProbeHead(loc)
-	return err == nil && n == rev && s.listedUpTo(loc, n, false)
+	// Nothing above rev that a listing would see and a probe would not (a
+	// gap above): this store's own publish of rev read the key for writing,
+	// which lists it whole.
+	pb, ok := s.be.(interface{ IsOwnHead(Loc, uint64) bool })
+	return ok && pb.IsOwnHead(loc, rev)
 }
 
 // Release publishes stopped with the proof on both keys, seat first. The

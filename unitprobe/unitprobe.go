@@ -420,3 +420,14 @@ func (p *Prober) dropLocked() {
 		p.conn, p.cancel = nil, nil
 	}
 }
+
+// BusAddress is the bus address a Prober for opts (nil: the system manager)
+// uses, or why there is none. Package unitctl dials the same address, so
+// that the manager a writer is started on is the one classify asks.
+func BusAddress(opts *Options) (string, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	return busAddress(o)
+}

@@ -1,9 +1,13 @@
-// Claimctl is the operator tool of claimstore: it shows, logs, classifies,
-// checks and (for scripts and tests) takes, advances and releases the
-// crash-safe writer claims a session supervisor keeps on seats and sessions.
+// Claimctl is the operator tool of claimstore: it runs a command under a
+// claim (a supervisor in one command), waits for a pair, and shows, logs,
+// classifies, checks and (for scripts and tests) takes, advances and releases
+// the crash-safe writer claims a session supervisor keeps on seats and
+// sessions.
 //
 // Usage:
 //
+//	claimctl run      [--root DIR|URL] [CONN] PAIR [--claim-id ID] [--set NAME=JSON]... [--units MODE] [--bus ADDR] [--no-unit] [--wait] [--timeout D] [--adopt] -- CMD [ARG]...
+//	claimctl wait     [--root DIR|URL] [CONN] [--json] PAIR [--timeout D]
 //	claimctl list     [--root DIR|URL] [CONN] [--json] [--all] [--state STATE]
 //	claimctl show     [--root DIR|URL] [CONN] [--json] (--seat S --project P --workspace W [--session ID] | --session ID | --claim ID)
 //	claimctl log      [--root DIR|URL] [CONN] [--json] [--full] (--seat S --project P --workspace W | --session ID)
@@ -24,8 +28,10 @@
 // for a root kept in an etcd cluster shared by several machines. It is
 // --root, else $CLAIMSTORE_ROOT, else /var/lib/claimstore
 // for root and $XDG_STATE_HOME/claimstore (~/.local/state/claimstore) for
-// other users. Every command takes --json. Exit codes are stable: 0 success,
-// 1 error, 2 usage, 3 already-active, 4 unsafe-replacement, 5 foreign-host,
-// 6 classify left a pair uncertain, 7 fsck found errors. REFERENCE.md is the
+// other users. Every command but run takes --json. Exit codes are stable: 0
+// success, 1 error, 2 usage, 3 already-active, 4 unsafe-replacement, 5
+// foreign-host, 6 classify left a pair uncertain (run: the claim left held),
+// 7 fsck found errors, 8 timeout (wait, run --wait); run otherwise exits with
+// its command's status. REFERENCE.md is the
 // full reference; `claimctl help` prints the same tables.
 package main

@@ -17,6 +17,7 @@ const (
 	exitForeignHost       exitCode = 5
 	exitUncertain         exitCode = 6
 	exitFsckErrors        exitCode = 7
+	exitTimeout           exitCode = 8
 )
 
 // exitCodeDoc documents one exit code.
@@ -34,8 +35,9 @@ var exitCodes = []exitCodeDoc{
 	{exitAlreadyActive, string(claimstore.AlreadyActive), "refused: a live or possibly live owner holds the key"},
 	{exitUnsafeReplacement, string(claimstore.UnsafeReplacement), "refused: the key is held in a state nobody can prove over (damaged, two claims, a head that moved, stopping, uncertain)"},
 	{exitForeignHost, string(claimstore.ForeignHost), "refused: the key is held by a claim taken on another machine"},
-	{exitUncertain, "uncertain", "classify: the pair is left held with nothing to prove its writer over (uncertain or stopping, damaged, held by two claims, needing a boot proof); with --all, some pair or orphan key is left held for any reason (the summary says which)"},
+	{exitUncertain, "uncertain", "classify: the pair is left held with nothing to prove its writer over (uncertain or stopping, damaged, held by two claims, needing a boot proof); with --all, some pair or orphan key is left held for any reason (the summary says which); run: the claim had to be left held, its writer not proven over (the message says why)"},
 	{exitFsckErrors, "fsck-errors", "fsck: the root has findings of severity error (damaged revisions, gaps, key mismatches, bad proofs, unsafe or untrusted paths)"},
+	{exitTimeout, "timeout", "wait, run --wait: the pair was still held when --timeout passed; nothing was taken"},
 }
 
 // refusalExit maps every refusal code to its exit code.

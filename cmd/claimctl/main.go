@@ -68,6 +68,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
+		runCmd, waitCmd,
 		listCmd, showCmd, logCmd, classifyCmd, fsckCmd,
 		acquireCmd, advanceCmd, releaseCmd, copyCmd,
 		versionCmd, helpCmd, completionCmd,

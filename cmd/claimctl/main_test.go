@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -199,6 +200,12 @@ func TestScriptsSystemd(t *testing.T) {
 		}
 		e.Setenv("DBUS_SESSION_BUS_ADDRESS", mgr.Address)
 		e.Setenv("XDG_RUNTIME_DIR", mgr.RuntimeDir)
+		// The unit files the project ships (dist/systemd), for boot.txtar.
+		dist, err := filepath.Abs("../../dist/systemd")
+		if err != nil {
+			return err
+		}
+		e.Setenv("DIST", dist)
 		return nil
 	}
 	cmds := map[string]func(*testscript.TestScript, bool, []string){}

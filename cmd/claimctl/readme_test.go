@@ -71,6 +71,7 @@ var tourNorm = []struct {
 }{
 	{regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`), "TIME"},
 	{regexp.MustCompile(`\b(pid|process) \d+`), "$1 N"},
+	{regexp.MustCompile(`\bstart \d+`), "start N"},
 	{regexp.MustCompile(` +`), " "},
 }
 

@@ -13,7 +13,8 @@ func synopsisFlags(syn string) map[string]bool {
 	out := map[string]bool{}
 	for _, w := range strings.Fields(syn) {
 		w = strings.TrimLeft(w, "[(")
-		if !strings.HasPrefix(w, "-") {
+		if !strings.HasPrefix(w, "-") || w == "--" {
+			// "--" ends the flags (run's -- CMD): it is not a flag.
 			continue
 		}
 		w, _, _ = strings.Cut(w, "=")

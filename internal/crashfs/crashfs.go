@@ -264,8 +264,21 @@ func (f *FS) LoseUnsyncedDir(name string) error {
 	return nil
 }
 
+// LoseUnsyncedAll is what a failed syncfs(2) does at worst: every change
+// of the filesystem not yet durable, entries and file contents alike, is
+// lost for good. Like LoseUnsyncedDir, it is not a call.
+func (f *FS) LoseUnsyncedAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, o := range f.log {
+		if !o.durable {
+			o.lost = true
+		}
+	}
+}
+
 // Lost reports how many operations a failed fsync lost (LoseUnsynced,
-// LoseUnsyncedDir).
+// LoseUnsyncedDir, LoseUnsyncedAll).
 func (f *FS) Lost() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -42,11 +42,12 @@ const (
 	Hide
 	ShortWrite
 	// Lose is a failed fsync as Linux may do it (fsyncgate): on a file's
-	// Sync or a SyncDir it fails with Err (default EIO) and drops what was
+	// Sync, a SyncDir or a SyncFS it fails with Err (default EIO) and drops what was
 	// not yet durable from the way to the disk, while reads still show it;
 	// with Times 1 the next fsync succeeds, having written nothing of it.
 	// The inner filesystem must be able to lose data (crashfs can:
-	// LoseUnsynced, LoseUnsyncedDir); on one that cannot, Lose only fails.
+	// LoseUnsynced, LoseUnsyncedDir, and for a SyncFS LoseUnsyncedAll); on
+	// one that cannot, Lose only fails.
 	Lose
 )
 
@@ -254,6 +255,13 @@ func (f *FS) SyncDir(name string) error {
 }
 
 func (f *FS) SyncFS(name string) error {
+	if r := f.match(OpSyncFS, name, Lose); r != nil {
+		defer r.done(OpSyncFS, name)
+		if l, ok := f.inner.(interface{ LoseUnsyncedAll() }); ok {
+			l.LoseUnsyncedAll()
+		}
+		return wrapErr(OpSyncFS, name, r.err())
+	}
 	return f.plain(OpSyncFS, name, false, func() error { return f.inner.SyncFS(name) })
 }
 

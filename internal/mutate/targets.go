@@ -29,8 +29,8 @@ var targets = []target{
 	{
 		File: "claimstore/backend.go",
 		Funcs: []string{
-			"dirBackend.Head", "dirBackend.probe", "dirBackend.ProbeHead", "dirBackend.Census",
-			"dirBackend.syncWalk", "dirBackend.syncLocs", "dirBackend.List", "dirBackend.checkDir",
+			"dirBackend.Head", "dirBackend.probe", "dirBackend.IsOwnHead", "dirBackend.Census",
+			"dirBackend.syncWalk", "dirBackend.List", "dirBackend.checkDir",
 			"dirBackend.WriteProof", "dirBackend.ReadProof",
 		},
 		Tests: claimstoreTests,
@@ -38,7 +38,7 @@ var targets = []target{
 	{
 		File: "claimstore/publish.go",
 		Funcs: []string{
-			"dirBackend.makeDirs", "dirBackend.makeRoot", "dirBackend.fsyncDirs", "dirBackend.ensureDir",
+			"dirBackend.makeDirs", "dirBackend.makeRoot", "dirBackend.fsyncDirs",
 			"dirBackend.prepare", "dirPrepared.Commit", "dirBackend.Sync", "dirBackend.writeExclusive",
 		},
 		Tests: claimstoreTests,

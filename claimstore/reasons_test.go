@@ -1,0 +1,122 @@
+package claimstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Refusals say what an operator needs to act on: the owner's pid of an
+// active claim, both machines of a foreign one, and whether a key moved
+// under a claim or its own revision is damaged.
+func TestRefusalReasons(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s := openOn(t, root, liveHost())
+	seat, session := testKeys(t)
+	c := claim4100(t, s, seat, session)
+
+	_, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4200, Start: "1"}})
+	var ref *Refusal
+	if !errors.As(err, &ref) || ref.Code != AlreadyActive || !strings.Contains(ref.Reason, "(owner pid 4100)") {
+		t.Errorf("acquire over an active claim: %v; want already-active naming owner pid 4100", err)
+	}
+
+	other := openOn(t, root, &fakeHost{machine: otherMachine, boot: bootA, procs: map[int]string{4100: "500"}})
+	err = other.Advance(c, Patch{State: Active})
+	if !errors.As(err, &ref) || ref.Code != ForeignHost || !strings.Contains(ref.Reason, fmt.Sprintf("taken on machine %q, not on this machine %s", testMachine, otherMachine)) {
+		t.Errorf("advance from another machine: %v; want foreign-host naming both machines", err)
+	}
+
+	// The claim's own head revision, damaged in place.
+	writeRaw(t, s, seat, c.SeatRev+1, "{torn")
+	err = s.Advance(c, Patch{State: Active})
+	if !errors.As(err, &ref) || ref.Code != UnsafeReplacement || !strings.Contains(ref.Reason, fmt.Sprintf("its head is revision %d, not this claim's revision %d", c.SeatRev+1, c.SeatRev)) {
+		t.Errorf("advance after a revision was put above the claim's: %v", err)
+	}
+
+	// The claim's own revision, damaged in place.
+	seat2, _ := SeatKey("seat-2", "p", "/w")
+	session2, _ := SessionKey("session-2")
+	c2 := claim4100(t, s, seat2, session2)
+	p := filepath.Join(s.KeyDir(seat2), RevisionName(c2.SeatRev))
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("{torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Advance(c2, Patch{State: Active})
+	if !errors.As(err, &ref) || ref.Code != UnsafeReplacement || !strings.Contains(ref.Reason, fmt.Sprintf("its head revision %d is damaged", c2.SeatRev)) {
+		t.Errorf("advance after the claim's revision was damaged in place: %v", err)
+	}
+}
+
+// StoppedFields that cannot be recorded (a member of the store's own, or a
+// value with no JSON form) fail the classification with ErrBadPatch
+// before anything is published, on every path that would stop the claim.
+func TestClassifyBadStoppedFields(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		fields map[string]any
+	}{
+		{"reserved member", map[string]any{"claimId": "x"}},
+		{"no JSON form", map[string]any{"leaf": func() {}}},
+	} {
+		for _, path := range []string{"boot proof", "no unit"} {
+			t.Run(tc.name+"/"+path, func(t *testing.T) {
+				root := filepath.Join(t.TempDir(), "root")
+				s := openOn(t, root, liveHost())
+				seat, session := testKeys(t)
+				claim4100(t, s, seat, session)
+				host := &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
+				var units UnitLookup
+				if path == "no unit" {
+					host.boot = bootA // same boot, owner gone, never spawned, no unit
+					units = absentLookup{}
+				}
+				c := openOn(t, root, host)
+				before, _ := c.Head(seat)
+				res, err := c.Classify(context.Background(), seat, session, &ClassifyOptions{Units: units, StoppedFields: tc.fields})
+				if !errors.Is(err, ErrBadPatch) {
+					t.Errorf("classify = %+v, %v; want ErrBadPatch", res, err)
+				}
+				if after, _ := c.Head(seat); after.N != before.N {
+					t.Errorf("seat went from revision %d to %d", before.N, after.N)
+				}
+			})
+		}
+	}
+}
+
+type absentLookup struct{}
+
+func (absentLookup) LookupUnit(_ context.Context, name string) UnitObservation {
+	return UnitObservation{Name: name, State: UnitAbsent, Detail: "test: absent"}
+}
+
+// Fencing is on claim ids as well as numbers: a claim naming the current
+// head revision under another claim's id is refused, whichever store
+// published that head (the store's own fast path included).
+func TestFenceRefusesSameRevisionOtherClaim(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s := openOn(t, root, liveHost())
+	seat, session := testKeys(t)
+	c := claim4100(t, s, seat, session)
+	forged := *c
+	forged.ID = "c" + strings.Repeat("f", 24)
+	forged.Record = c.Record.clone()
+	forged.Record.ClaimID = forged.ID
+	for _, st := range []*Store{s, openOn(t, root, liveHost())} {
+		var ref *Refusal
+		if err := st.Advance(&forged, Patch{State: Active}); !errors.As(err, &ref) || ref.Code != UnsafeReplacement {
+			t.Errorf("advance of claim %s at claim %s's head revision: %v; want unsafe-replacement", forged.ID, c.ID, err)
+		}
+	}
+	if h, _ := s.Head(seat); h.N != c.SeatRev || h.Record.ClaimID != c.ID {
+		t.Errorf("seat head after the refusals: revision %d of claim %s", h.N, h.Record.ClaimID)
+	}
+}
