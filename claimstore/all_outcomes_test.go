@@ -174,6 +174,23 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 		}
 	}
 
+	// 22 and 23: a claim of boot A stopped on a boot proof by this boot's
+	// classifier, its session then taken with seat 23; the proof is then
+	// lost. Seat 22 reads free by its record but held by its head (a boot
+	// proof that cannot be read): it is paired and held, not idle.
+	c22 := acq(inA, 22, own(ownerPID, bootA))
+	res22, err := inB.Classify(context.Background(), c22.Seat, c22.Session, &claimstore.ClassifyOptions{Units: absentUnits{}})
+	if err != nil || res22.BootProof == nil {
+		t.Fatalf("classify pair 22 after the reboot: %+v, %v", res22, err)
+	}
+	seat23, _ := mustKeys(t, 23)
+	if _, err := inB.Acquire(seat23, c22.Session, own(ownerPID, bootB)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.fs.Remove(path.Join(root, claimstore.ProofDir, res22.BootProof.ID+".json")); err != nil {
+		t.Fatal(err)
+	}
+
 	efs := errorfs.Wrap(w.fs,
 		&errorfs.Rule{Op: errorfs.OpReadFile, Path: func(p string) bool { return p == unreadable }},
 		&errorfs.Rule{Op: errorfs.OpLstat, Path: errorfs.Contains(c7.Seat.Hash())},
@@ -181,14 +198,14 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 		// The idle seat 9 likewise: listed again, it is idle, not held.
 		&errorfs.Rule{Op: errorfs.OpReadDir, Kind: errorfs.Hide, Times: 1, Path: errorfs.Suffix(c9.Seat.Hash() + "/" + claimstore.RevisionName(1))})
 	want := claimstore.Summary{
-		Pairs:     17,
+		Pairs:     19,
 		Free:      3, // 1, 12, 18
 		Stopped:   1,
-		Uncertain: map[string]int{"unit unknown": 1, "unit present": 1, "stop in flight": 1, "damaged head": 3},
+		Uncertain: map[string]int{"unit unknown": 1, "unit present": 1, "stop in flight": 1, "damaged head": 4},
 		// Held by their live owners (3, 10, 13, and 16's seat with 17):
 		// the walk leaves them; and pair 16, completed, names the seat's
 		// new claim.
-		Refused: map[claimstore.Code]int{claimstore.ForeignHost: 1, claimstore.AlreadyActive: 4, claimstore.UnsafeReplacement: 1},
+		Refused: map[claimstore.Code]int{claimstore.ForeignHost: 1, claimstore.AlreadyActive: 5, claimstore.UnsafeReplacement: 1},
 		Errors:  1,
 		Idle:    1,
 		Orphans: 4, // 7's seat, 8's seat, 15's seat and session
@@ -248,13 +265,13 @@ func TestClassifyAllEveryOutcome(t *testing.T) {
 			t.Errorf("dry walk with %d workers differs from one worker (-1 +%d):\n%s", workers, workers, diff)
 		}
 	}
-	// Adopting as the owner pairs 2, 3, 10, 13 and 16-17 record: those are
+	// Adopting as the owner pairs 2, 3, 10, 13, 16-17 and 23-22 record: those are
 	// owned (as in the reference, the pid and incarnation decide; pair 2's
 	// owner, of boot A, has no incarnation either).
 	adopter := w.open(efs, &testHost{machine: testMachine, boot: bootB, procs: map[int]string{ownerPID: ownerStart}}, nil)
 	adopt := &claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootB}
-	if sum, err := adopter.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: units, DryRun: true, Adopt: adopt}, nil); err != nil || sum.Owned != 5 || sum.Refused[claimstore.AlreadyActive] != 0 {
-		t.Errorf("dry walk adopting %+v: %+v, %v; want 5 owned, none already active", adopt, sum, err)
+	if sum, err := adopter.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: units, DryRun: true, Adopt: adopt}, nil); err != nil || sum.Owned != 6 || sum.Refused[claimstore.AlreadyActive] != 0 {
+		t.Errorf("dry walk adopting %+v: %+v, %v; want 6 owned, none already active", adopt, sum, err)
 	}
 	orphans := 0
 	for _, e := range first {
@@ -264,6 +281,16 @@ func TestClassifyAllEveryOutcome(t *testing.T) {
 	}
 	if orphans != want.Orphans {
 		t.Errorf("dry walk reported %d orphans, want %d: %+v", orphans, want.Orphans, first)
+	}
+	// Seat 7's directory cannot be examined: its orphan report says why.
+	withErr := 0
+	for _, e := range first {
+		if e.Orphan && e.Err {
+			withErr++
+		}
+	}
+	if withErr != 1 {
+		t.Errorf("dry walk reported %d orphans with an error, want 1 (seat 7): %+v", withErr, first)
 	}
 	// A dry run writes nothing, and makes nothing durable either.
 	syncs := countSyncCalls(w, func() { walk(2, true) })
