@@ -191,6 +191,20 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 		t.Fatal(err)
 	}
 
+	// 24–26 with 27–29: released pairs whose seats went on with other
+	// sessions: sessions 24–26 are idle (held keys of their kind, such as
+	// session 15, are still counted after them, whatever the order).
+	for n := 24; n <= 26; n++ {
+		c := acq(inB, n, own(ownerPID, bootB))
+		if err := inB.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort")); err != nil {
+			t.Fatal(err)
+		}
+		_, next := mustKeys(t, n+3)
+		if _, err := inB.Acquire(c.Seat, next, own(ownerPID, bootB)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	efs := errorfs.Wrap(w.fs,
 		&errorfs.Rule{Op: errorfs.OpReadFile, Path: func(p string) bool { return p == unreadable }},
 		&errorfs.Rule{Op: errorfs.OpLstat, Path: errorfs.Contains(c7.Seat.Hash())},
@@ -198,16 +212,16 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 		// The idle seat 9 likewise: listed again, it is idle, not held.
 		&errorfs.Rule{Op: errorfs.OpReadDir, Kind: errorfs.Hide, Times: 1, Path: errorfs.Suffix(c9.Seat.Hash() + "/" + claimstore.RevisionName(1))})
 	want := claimstore.Summary{
-		Pairs:     19,
+		Pairs:     22,
 		Free:      3, // 1, 12, 18
 		Stopped:   1,
 		Uncertain: map[string]int{"unit unknown": 1, "unit present": 1, "stop in flight": 1, "damaged head": 4},
 		// Held by their live owners (3, 10, 13, and 16's seat with 17):
 		// the walk leaves them; and pair 16, completed, names the seat's
 		// new claim.
-		Refused: map[claimstore.Code]int{claimstore.ForeignHost: 1, claimstore.AlreadyActive: 5, claimstore.UnsafeReplacement: 1},
+		Refused: map[claimstore.Code]int{claimstore.ForeignHost: 1, claimstore.AlreadyActive: 8, claimstore.UnsafeReplacement: 1},
 		Errors:  1,
-		Idle:    1,
+		Idle:    4, // seat 9, sessions 24-26
 		Orphans: 4, // 7's seat, 8's seat, 15's seat and session
 	}
 	units := aliveExcept(claimstore.UnitNameFor(c4.ID))
@@ -265,13 +279,14 @@ func TestClassifyAllEveryOutcome(t *testing.T) {
 			t.Errorf("dry walk with %d workers differs from one worker (-1 +%d):\n%s", workers, workers, diff)
 		}
 	}
-	// Adopting as the owner pairs 2, 3, 10, 13, 16-17 and 23-22 record: those are
+	// Adopting as the owner pairs 2, 3, 10, 13, 16-17, 23-22 and 24-27 to
+	// 26-29 record: those are
 	// owned (as in the reference, the pid and incarnation decide; pair 2's
 	// owner, of boot A, has no incarnation either).
 	adopter := w.open(efs, &testHost{machine: testMachine, boot: bootB, procs: map[int]string{ownerPID: ownerStart}}, nil)
 	adopt := &claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootB}
-	if sum, err := adopter.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: units, DryRun: true, Adopt: adopt}, nil); err != nil || sum.Owned != 6 || sum.Refused[claimstore.AlreadyActive] != 0 {
-		t.Errorf("dry walk adopting %+v: %+v, %v; want 6 owned, none already active", adopt, sum, err)
+	if sum, err := adopter.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: units, DryRun: true, Adopt: adopt}, nil); err != nil || sum.Owned != 9 || sum.Refused[claimstore.AlreadyActive] != 0 {
+		t.Errorf("dry walk adopting %+v: %+v, %v; want 9 owned, none already active", adopt, sum, err)
 	}
 	orphans := 0
 	for _, e := range first {
