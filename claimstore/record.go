@@ -475,7 +475,14 @@ func DecodeRecord(data []byte, key Key, n uint64) (*Record, error) {
 		switch m.Name {
 		case "version", "kind", "claimId", "state", "host", "proof", "key", "revision", "writtenAt":
 		default:
-			r.Fields = append(r.Fields, Field{m.Name, m.Value})
+			// Kept as written, but for insignificant white space: Marshal
+			// writes members compact, so a record read back after it is
+			// the record it wrote.
+			v := m.Value
+			if bytes.ContainsAny(v, " \t\r\n") {
+				v = compact(v)
+			}
+			r.Fields = append(r.Fields, Field{m.Name, v})
 		}
 	}
 	return r, nil
