@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,16 +73,8 @@ func Dial(ctx context.Context, opts *unitprobe.Options) (*Manager, error) {
 	var second *dbus.Conn // then its signal connection
 	go func() {
 		conn, err := sdbus.NewConnection(func() (*dbus.Conn, error) {
-			c, err := dbus.Dial(addr, dbus.WithContext(life))
+			c, err := unitprobe.DialBus(life, addr)
 			if err != nil {
-				return nil, err
-			}
-			if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-				c.Close()
-				return nil, err
-			}
-			if err := c.Hello(); err != nil {
-				c.Close()
 				return nil, err
 			}
 			if first == nil {

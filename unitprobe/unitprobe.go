@@ -368,24 +368,7 @@ func (p *Prober) connect(ctx context.Context) (*sdbus.Conn, error) {
 func dial(ctx context.Context, addr string) (*sdbus.Conn, context.CancelFunc, error) {
 	life, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
-	conn, err := sdbus.NewConnection(func() (*dbus.Conn, error) {
-		c, err := dbus.Dial(addr, dbus.WithContext(life))
-		if err != nil {
-			return nil, err
-		}
-		// EXTERNAL with the numeric uid, as go-systemd does: no user
-		// database lookup, and the only method systemd's buses accept
-		// from a local peer anyway.
-		if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-			c.Close()
-			return nil, err
-		}
-		if err := c.Hello(); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return c, nil
-	})
+	conn, err := sdbus.NewConnection(func() (*dbus.Conn, error) { return DialBus(life, addr) })
 	if !stop() {
 		// ctx ended while dialling: life is cancelled, so conn (if any)
 		// is already closing.
@@ -430,4 +413,26 @@ func BusAddress(opts *Options) (string, error) {
 		o = *opts
 	}
 	return busAddress(o)
+}
+
+// DialBus opens one connection to the bus at addr, authenticated and
+// greeted (Hello), that lives until life ends: what go-systemd's
+// NewConnection asks of its dial function, for this package and unitctl.
+func DialBus(life context.Context, addr string) (*dbus.Conn, error) {
+	c, err := dbus.Dial(addr, dbus.WithContext(life))
+	if err != nil {
+		return nil, err
+	}
+	// EXTERNAL with the numeric uid, as go-systemd does: no user database
+	// lookup, and the only method systemd's buses accept from a local
+	// peer anyway.
+	if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.Hello(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
