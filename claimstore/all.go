@@ -327,7 +327,7 @@ func (s *Store) keyInfo(loc Loc) *keyInfo {
 	in.top = top
 	// The classification reads the key's head to publish on, which wants
 	// a listing of it once per store: this one.
-	s.setListed(loc, top, dense(revs))
+	s.noteListing(loc, top, dense(revs))
 	for i := len(revs) - 1; i >= 0 && i >= len(revs)-16; i-- {
 		n := revs[i]
 		data, err := s.be.Read(loc, n)

@@ -49,7 +49,7 @@ type Options struct {
 // any other, comes from the publish protocol, not from locks.
 type Store struct {
 	mu     sync.Mutex
-	listed map[Loc]listing // see head: what listings of keys showed
+	listed map[Loc]uint64 // see head: keys a listing showed dense, and up to where
 	// proofOK remembers boot proofs verified for a free head (see
 	// verifyHeadProof), keyed by proof id and the claim's identity: a
 	// proof file is never rewritten, so one check per store is enough.
@@ -98,7 +98,7 @@ func Open(root string, opts *Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{root: root, url: url, be: opts.Backend, host: opts.Host, barrier: opts.Barrier, now: opts.Now, retries: opts.Retries, sequential: opts.Sequential}
+	s := &Store{listed: map[Loc]uint64{}, root: root, url: url, be: opts.Backend, host: opts.Host, barrier: opts.Barrier, now: opts.Now, retries: opts.Retries, sequential: opts.Sequential}
 	if s.be == nil {
 		be := NewDirBackend(fsys, root)
 		be.(*dirBackend).sequential = opts.Sequential
@@ -255,10 +255,10 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 		if err != nil {
 			return nil, err
 		}
-		if h.Held() && (!forWrite || s.listedUpTo(loc, h.N, true)) {
+		if h.Held() && !forWrite {
 			return h, nil
 		}
-		if !h.Held() && s.listedUpTo(loc, h.N, true) {
+		if s.listedUpTo(loc, h.N) {
 			// This store listed the key whole and dense at or below this
 			// head; since then the protocol has only appended.
 			return h, nil
@@ -268,15 +268,15 @@ func (s *Store) head(k Key, forWrite bool) (*Head, error) {
 			return nil, err
 		}
 		if c.count == 0 {
-			s.setListed(loc, 0, true)
+			s.noteListing(loc, 0, true)
 			return h, nil
 		}
 		top := c.top
-		// A held head needs nothing above it; a free one needs the whole
-		// history intact too, since a gap anywhere means revisions were
-		// lost or planted, and a free answer must not rest on that.
-		if top <= h.N && (h.Held() && !forWrite || c.dense()) {
-			s.setListed(loc, h.N, c.dense())
+		// Both a free head and a head to publish on need the whole history
+		// intact: a gap anywhere means revisions were lost or planted, and
+		// neither a free answer nor a new revision may rest on that.
+		if top <= h.N && c.dense() {
+			s.noteListing(loc, h.N, true)
 			return h, nil
 		}
 		var reason string
@@ -331,31 +331,29 @@ func (s *Store) census(loc Loc) (census, error) {
 	return census{top: revs[len(revs)-1], count: len(revs)}, nil
 }
 
-// listing is what a listing of a key showed: no revision above top, and
-// whether the history was dense.
-type listing struct {
-	top   uint64
-	dense bool
-}
-
-// listedUpTo reports whether a listing of loc already showed no revision
-// above n (and, with wantDense, no gap either).
-func (s *Store) listedUpTo(loc Loc, n uint64, wantDense bool) bool {
+// listedUpTo reports whether a listing of loc this store took showed its
+// history dense and nothing above n: since then the protocol has only
+// appended, which the probe follows.
+func (s *Store) listedUpTo(loc Loc, n uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l, ok := s.listed[loc]
-	return ok && n >= l.top && (l.dense || !wantDense)
+	top, ok := s.listed[loc]
+	return ok && n >= top
 }
 
-func (s *Store) setListed(loc Loc, n uint64, dense bool) {
+// noteListing records what a listing of loc showed: dense up to top, or a
+// gap. A gap forgets any earlier listing, so that the next head read to
+// publish on, or to answer free, lists the key again and reads it damaged:
+// a store that has seen revisions lost must not go on trusting what it
+// listed before.
+func (s *Store) noteListing(loc Loc, top uint64, dense bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.listed == nil {
-		s.listed = map[Loc]listing{}
+	if !dense {
+		delete(s.listed, loc)
+		return
 	}
-	if l, ok := s.listed[loc]; !ok || n > l.top || dense && !l.dense {
-		s.listed[loc] = listing{top: n, dense: dense}
-	}
+	s.listed[loc] = max(top, s.listed[loc])
 }
 
 // firstMissing returns the lowest revision number missing from revs
