@@ -334,11 +334,12 @@ func (b *dirBackend) probe(loc Loc) (uint64, error, error) {
 			hi = mid
 		}
 	}
-	if lo > 0 && distrust == nil {
-		b.mu.Lock()
-		b.hints[loc] = lo
-		b.mu.Unlock()
-	}
+	// The hint only decides where the next probe starts, never its answer
+	// (the probe checks the hint exists before building on it), so even a
+	// directory others can write may leave one.
+	b.mu.Lock()
+	b.hints[loc] = lo
+	b.mu.Unlock()
 	return lo, distrust, nil
 }
 

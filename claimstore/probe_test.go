@@ -1,0 +1,148 @@
+package claimstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// probeCountFS is the OS filesystem whose ProbeDir counts its existence
+// checks and fails the failAt-th one (from 1; 0: none) with EIO. It says
+// the directory's size is size, as ext4 would for about that many
+// entries, so that the probe's path does not depend on the filesystem the
+// test runs on.
+type probeCountFS struct {
+	osFS
+	calls  *int
+	failAt int
+	size   int64
+}
+
+func (f probeCountFS) ProbeDir(dir string) (func(string) (bool, error), int64, func() error, error) {
+	exists, _, closeDir, err := f.osFS.ProbeDir(dir)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return func(base string) (bool, error) {
+		*f.calls++
+		if *f.calls == f.failAt {
+			return false, &os.PathError{Op: "fstatat", Path: base, Err: syscall.EIO}
+		}
+		return exists(base)
+	}, f.size, closeDir, nil
+}
+
+// lstatCountFS is a filesystem without ProbeDir (so the probe checks names
+// with Lstat), counting the Lstats of revision names and failing the
+// failAt-th one with EIO.
+type lstatCountFS struct {
+	FS
+	calls  *int
+	failAt int
+}
+
+func (f lstatCountFS) Lstat(name string) (os.FileInfo, error) {
+	if strings.HasSuffix(name, ".json") {
+		*f.calls++
+		if *f.calls == f.failAt {
+			return nil, &os.PathError{Op: "lstat", Path: name, Err: syscall.EIO}
+		}
+	}
+	return f.FS.Lstat(name)
+}
+
+// TestProbe checks the probe's answer and cost on dense histories of many
+// lengths, from every kind of start: no hint (cold: from revision 1, or
+// from the directory size's estimate, above or below the head), a hint
+// below, at and above the head (a history that shrank). The number of
+// existence checks is pinned: the probe is what keeps a held head's cost
+// from growing with its history. Every check failing in turn makes the
+// probe fail with it, never answer.
+func TestProbe(t *testing.T) {
+	type tc struct {
+		n, made uint64 // the head; made > n: revisions above n were made, then removed (a large directory)
+		hint    uint64
+		want    int // existence checks with the OS filesystem (ProbeDir, with the size estimate)
+	}
+	cases := []tc{
+		{n: 0, want: 1}, {n: 1, want: 2}, {n: 2, want: 4}, {n: 3, want: 4}, {n: 5, want: 6},
+		{n: 8, want: 8}, {n: 9, want: 8}, {n: 17, want: 10},
+		{n: 8, hint: 8, want: 2}, {n: 8, hint: 7, want: 3}, {n: 8, hint: 1, want: 7},
+		{n: 8, hint: 9, want: 9}, {n: 8, hint: 30, want: 9}, {n: 0, hint: 3, want: 2},
+		// Large directories: the size's estimate starts the probe near
+		// the head, or above it when revisions were removed.
+		{n: 300, want: 13}, {n: 300, hint: 300, want: 2}, {n: 300, hint: 100, want: 17},
+		{n: 150, made: 900, want: 18}, {n: 1, made: 900, want: 18}, {n: 899, made: 900, want: 17},
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("n=%d,made=%d,hint=%d", c.n, c.made, c.hint)
+		t.Run(name, func(t *testing.T) {
+			root := newRoot(t)
+			loc := Loc{Kind: KindSession, Hash: strings.Repeat("ab", 16)}
+			dir := filepath.Join(root, string(loc.Kind), loc.Hash)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for i := uint64(1); i <= max(c.n, c.made); i++ {
+				if err := os.WriteFile(filepath.Join(dir, RevisionName(i)), nil, 0o400); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := c.n + 1; i <= c.made; i++ {
+				if err := os.Remove(filepath.Join(dir, RevisionName(i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, plain := range []bool{false, true} {
+				probe := func(failAt int) (uint64, int, error) {
+					calls := 0
+					// ext4: 24 bytes an entry, blocks about 80 % full.
+					size := max(4096, int64(max(c.n, c.made))*30)
+					var fsys FS = probeCountFS{calls: &calls, failAt: failAt, size: size}
+					if plain {
+						fsys = lstatCountFS{FS: OSFS, calls: &calls, failAt: failAt}
+					}
+					b := NewDirBackend(fsys, root).(*dirBackend)
+					if c.hint > 0 {
+						b.hints[loc] = c.hint
+					}
+					got, distrust, err := b.probe(loc)
+					if distrust != nil {
+						t.Fatalf("distrust: %v", distrust)
+					}
+					if err == nil {
+						// The answer is remembered: probing again from it
+						// takes two checks (the head, the next name) or, on
+						// an empty history, one.
+						before := calls
+						again, _, err := b.probe(loc)
+						if err != nil || again != got {
+							t.Fatalf("second probe = %d, %v; want %d", again, err, got)
+						}
+						if warm, want := calls-before, min(int(got)+1, 2); warm != want {
+							t.Errorf("plain=%v: a probe from the last head made %d checks, want %d", plain, warm, want)
+						}
+						calls = before
+					}
+					return got, calls, err
+				}
+				got, calls, err := probe(0)
+				if err != nil || got != c.n {
+					t.Fatalf("plain=%v: probe = %d, %v; want %d", plain, got, err, c.n)
+				}
+				if !plain && calls != c.want {
+					t.Errorf("probe made %d existence checks, want %d", calls, c.want)
+				}
+				for k := 1; k <= calls; k++ {
+					if got, _, err := probe(k); !errors.Is(err, syscall.EIO) {
+						t.Errorf("plain=%v: check %d of %d failing: probe = %d, %v; want EIO", plain, k, calls, got, err)
+					}
+				}
+			}
+		})
+	}
+}
