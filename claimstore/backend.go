@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -120,34 +121,39 @@ func NewDirBackend(fsys FS, root string) Backend {
 
 func (b *dirBackend) dir(loc Loc) string { return filepath.Join(b.root, string(loc.Kind), loc.Hash) }
 
-// checkDir verifies that a key directory (or proofs/), if it exists, is a
-// real directory inside a real kind directory: the store never follows a
-// symlink out of the root. distrust is non-nil when the directory (or its
-// kind directory) exists but another user could write into it or owns it
-// (see trustInfo): a key in it reads as held, and nothing is published
-// into it.
-func (b *dirBackend) checkDir(dir string) (exists bool, distrust, err error) {
-	if kind := filepath.Dir(dir); kind != b.root && filepath.Dir(kind) == b.root {
-		b.mu.Lock()
-		ok := b.kindOK[kind]
-		b.mu.Unlock()
-		if !ok {
-			exists, distrust, err := b.checkDir(kind)
-			if err != nil || !exists {
-				return false, nil, err
-			}
-			if distrust != nil {
-				// Checked again next time: an operator may fix it.
-				if _, err := b.fs.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
-					return false, nil, nil
-				}
-				return true, distrust, nil
-			}
-			b.mu.Lock()
-			b.kindOK[kind] = true
-			b.mu.Unlock()
+// checkKeyDir is checkDir for a key directory, which is checked inside its
+// kind directory: in a kind directory that another user could write into,
+// distrust is non-nil even when the key directory is missing (they could
+// have removed it, history and all): the key reads as held, and nothing is
+// published into it. A kind directory found trustworthy is not checked
+// again by this backend; a distrusted one is checked every time (an
+// operator may fix it).
+func (b *dirBackend) checkKeyDir(dir string) (exists bool, distrust, err error) {
+	kind := filepath.Dir(dir)
+	b.mu.Lock()
+	ok := b.kindOK[kind]
+	b.mu.Unlock()
+	if !ok {
+		exists, distrust, err := b.checkDir(kind)
+		if err != nil || !exists {
+			return false, nil, err
 		}
+		if distrust != nil {
+			exists, _, err := b.checkDir(dir)
+			return exists, distrust, err
+		}
+		b.mu.Lock()
+		b.kindOK[kind] = true
+		b.mu.Unlock()
 	}
+	return b.checkDir(dir)
+}
+
+// checkDir verifies that a directory of the root (a kind directory, a key
+// directory, proofs/), if it exists, is a real directory: the store never
+// follows a symlink out of the root. distrust is non-nil when the directory
+// exists but another user could write into it or owns it (see trustInfo).
+func (b *dirBackend) checkDir(dir string) (exists bool, distrust, err error) {
 	fi, err := b.fs.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil, nil
@@ -256,9 +262,11 @@ type fileID struct {
 // reports it. distrust is the directory's trust problem (see checkDir).
 func (b *dirBackend) probe(loc Loc) (uint64, error, error) {
 	dir := b.dir(loc)
-	ok, distrust, err := b.checkDir(dir)
+	ok, distrust, err := b.checkKeyDir(dir)
 	if err != nil || !ok {
-		return 0, nil, err
+		// A missing directory in a kind directory others can write keeps
+		// its distrust: its history may have been removed.
+		return 0, distrust, err
 	}
 	exists, size, done := b.prober(dir)
 	defer done()
@@ -365,7 +373,7 @@ func (b *dirBackend) List(loc Loc) ([]uint64, []string, error) {
 	dir := b.dir(loc)
 	// A distrusted directory is still listed: Head reports it, and fsck
 	// needs to see what is in it.
-	if ok, _, err := b.checkDir(dir); err != nil || !ok {
+	if ok, _, err := b.checkKeyDir(dir); err != nil || !ok {
 		return nil, nil, err
 	}
 	names, err := b.fs.ReadDir(dir)
@@ -381,7 +389,7 @@ func (b *dirBackend) List(loc Loc) ([]uint64, []string, error) {
 			other = append(other, name)
 		}
 	}
-	sort.Slice(revs, func(i, j int) bool { return revs[i] < revs[j] })
+	slices.Sort(revs)
 	sort.Strings(other)
 	return revs, other, nil
 }
@@ -397,7 +405,7 @@ type scanFS interface {
 // history, is mostly this.
 func (b *dirBackend) Census(loc Loc) (top uint64, count int, err error) {
 	dir := b.dir(loc)
-	if ok, _, err := b.checkDir(dir); err != nil || !ok {
+	if ok, _, err := b.checkKeyDir(dir); err != nil || !ok {
 		return 0, 0, err
 	}
 	sc, ok := b.fs.(scanFS)

@@ -300,8 +300,9 @@ func TestKeyDirectoryNotADirectory(t *testing.T) {
 			}
 
 			_, err := s.Head(session)
-			if !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), dir) {
-				t.Errorf("Head: %v; want ErrUnsafePath naming %s", err, dir)
+			what := map[string]string{"symlink": "it is a symlink", "file": "it is not a directory"}[kind]
+			if !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), what) {
+				t.Errorf("Head: %v; want ErrUnsafePath naming %s and saying %q", err, dir, what)
 			}
 			if _, _, err := s.Backend().List(session.Loc()); !errors.Is(err, ErrUnsafePath) {
 				t.Errorf("List: %v; want ErrUnsafePath", err)

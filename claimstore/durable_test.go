@@ -164,6 +164,61 @@ func TestReusedBootProofIsDurable(t *testing.T) {
 	}
 }
 
+// A proof another classifier linked is relied on only once it is durable:
+// when making proofs/ durable fails (its Mkdir, its fsync, or an fsync
+// that loses it), the second classifier fails, and no power cut leaves a
+// stopped revision naming a proof that is gone.
+func TestReusedBootProofNotDurableFails(t *testing.T) {
+	for _, rule := range []*errorfs.Rule{
+		{Op: errorfs.OpMkdir, Path: errorfs.Suffix("/" + claimstore.ProofDir)},
+		{Op: errorfs.OpSyncDir, Path: errorfs.Suffix("/" + claimstore.ProofDir)},
+		{Op: errorfs.OpSyncDir, Path: errorfs.Suffix("/" + claimstore.ProofDir), Kind: errorfs.Lose, Times: 1},
+	} {
+		t.Run(fmt.Sprintf("%s-%s", rule.Kind, rule.Op), func(t *testing.T) {
+			w := newWorld(t, &crashfs.Options{})
+			for _, st := range []step{acquire("a", 1, 'a'), advance("a", active()), reboot()} {
+				if err := st.run(w); err != nil {
+					t.Fatalf("%s: %v", st.name, err)
+				}
+			}
+			c := w.claims["a"]
+			killed := errors.New("killed")
+			first := w.open(w.fs, w.host, nil)
+			w.fs.SetHook(func(call crashfs.Call) error {
+				if call.Op == "syncdir" && call.Path == root+"/"+claimstore.ProofDir {
+					return killed
+				}
+				return nil
+			})
+			if _, err := first.Classify(context.Background(), c.Seat, c.Session, nil); !errors.Is(err, killed) {
+				t.Fatalf("first classify: %v, want it killed", err)
+			}
+			w.fs.Resume()
+			second := w.open(errorfs.Wrap(w.fs, rule), w.host, nil)
+			res, err := second.Classify(context.Background(), c.Seat, c.Session, nil)
+			if err == nil {
+				t.Fatalf("second classify = %+v, nil; want the failure to make the proof durable", res)
+			}
+			states, _, err := w.fs.CrashStates(crashfs.ModelSubset, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, st := range states {
+				s := w.open(st, w.host, nil)
+				for _, k := range []claimstore.Key{c.Seat, c.Session} {
+					h, err := s.Head(k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !h.Held() {
+						t.Errorf("power cut state %d/%d: %v reads free", i+1, len(states), k)
+					}
+				}
+			}
+		})
+	}
+}
+
 // killedReleases acquires pairs pairs, then releases each with a releaser
 // killed after linking its session revision, before the directory fsync:
 // every pair reads free from the page cache only.

@@ -336,3 +336,22 @@ func releasedPair(t *testing.T) (root string, s *Store, seat, session Key) {
 	}
 	return root, s, seat, session
 }
+
+// rootPaths returns every path under root, directories included, relative
+// to it and sorted: what a refused operation must leave unchanged.
+func rootPaths(t testing.TB, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out = append(out, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

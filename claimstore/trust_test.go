@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/google/go-cmp/cmp"
 )
 
 // otherUserName is the second local user the trust tests act as. It is
@@ -319,12 +320,19 @@ func TestWritableKindDirectoryHoldsEveryKey(t *testing.T) {
 	s = openStore(t, root, nil)
 	wantHeldUntrusted(t, s, seat, filepath.Join(root, "seat"))
 	wantHeldUntrusted(t, s, empty, filepath.Join(root, "seat"))
+	// A key with no directory at all is held too: whoever could write
+	// seat/ could have removed its directory, history and all.
+	wantHeldUntrusted(t, s, seatKey(t, "absent"), filepath.Join(root, "seat"))
 	if _, err := s.Acquire(seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
 		t.Fatalf("acquire: %v, want unsafe-replacement", err)
 	}
 	// Nothing is published into a directory others can write.
-	if _, err := s.Acquire(seatKey(t, "new"), sessionKey(t, "new"), fields(t, s)); !errors.Is(err, ErrUnsafePath) {
-		t.Fatalf("acquire of a new key under a writable seat/: %v, want ErrUnsafePath", err)
+	before := rootPaths(t, root)
+	if _, err := s.Acquire(seatKey(t, "new"), sessionKey(t, "new"), fields(t, s)); !isRefusal(err, UnsafeReplacement) {
+		t.Fatalf("acquire of a new key under a writable seat/: %v, want unsafe-replacement", err)
+	}
+	if diff := cmp.Diff(before, rootPaths(t, root)); diff != "" {
+		t.Errorf("a refused acquire under a writable seat/ changed the root (-before +after):\n%s", diff)
 	}
 	wantFsckError(t, s, filepath.Join(root, "seat"), FindingUntrusted)
 	// The operator fixes it: the keys read as before.
