@@ -170,7 +170,9 @@ func TestReusedBootProofIsDurable(t *testing.T) {
 // stopped revision naming a proof that is gone.
 func TestReusedBootProofNotDurableFails(t *testing.T) {
 	for _, rule := range []*errorfs.Rule{
-		{Op: errorfs.OpMkdir, Path: errorfs.Suffix("/" + claimstore.ProofDir)},
+		// The second Mkdir: the first is the proof's own write, which finds it
+		// linked already.
+		{Op: errorfs.OpMkdir, Path: errorfs.Suffix("/" + claimstore.ProofDir), Nth: 2},
 		{Op: errorfs.OpSyncDir, Path: errorfs.Suffix("/" + claimstore.ProofDir)},
 		{Op: errorfs.OpSyncDir, Path: errorfs.Suffix("/" + claimstore.ProofDir), Kind: errorfs.Lose, Times: 1},
 	} {
@@ -194,10 +196,28 @@ func TestReusedBootProofNotDurableFails(t *testing.T) {
 				t.Fatalf("first classify: %v, want it killed", err)
 			}
 			w.fs.Resume()
+			heads := func() [2]uint64 {
+				t.Helper()
+				var out [2]uint64
+				s := w.open(w.fs, w.host, nil)
+				for i, k := range []claimstore.Key{c.Seat, c.Session} {
+					h, err := s.Head(k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out[i] = h.N
+				}
+				return out
+			}
+			before := heads()
 			second := w.open(errorfs.Wrap(w.fs, rule), w.host, nil)
 			res, err := second.Classify(context.Background(), c.Seat, c.Session, nil)
 			if err == nil {
 				t.Fatalf("second classify = %+v, nil; want the failure to make the proof durable", res)
+			}
+			// Nothing rests on the proof: no revision was even linked.
+			if after := heads(); after != before {
+				t.Errorf("heads (seat, session) went from %v to %v after the proof could not be made durable", before, after)
 			}
 			states, _, err := w.fs.CrashStates(crashfs.ModelSubset, 0)
 			if err != nil {
