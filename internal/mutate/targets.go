@@ -30,7 +30,7 @@ var targets = []target{
 		File: "claimstore/backend.go",
 		Funcs: []string{
 			"dirBackend.Head", "dirBackend.probe", "dirBackend.IsOwnHead", "dirBackend.Census",
-			"dirBackend.syncWalk", "dirBackend.List", "dirBackend.checkDir",
+			"dirBackend.syncWalk", "dirBackend.List", "dirBackend.checkKeyDir", "dirBackend.checkDir",
 			"dirBackend.WriteProof", "dirBackend.ReadProof",
 		},
 		Tests: claimstoreTests,
@@ -56,7 +56,7 @@ var targets = []target{
 			"Store.head", "Store.probeHead", "Store.verifyHeadProof", "Store.fenced", "Store.fencedOwn",
 			"Store.publishAfter", "preparing.commit",
 			"Store.step", "Store.Acquire", "Store.Advance", "Store.checkReleaseProof",
-			"Store.listedUpTo", "Store.setListed", "dense", "firstMissing",
+			"Store.listedUpTo", "Store.noteListing", "dense", "firstMissing",
 			"Head.Held", "Head.State", "Pair.Held", "Pair.State", "Store.Refusal",
 		},
 		Tests: claimstoreTests,
