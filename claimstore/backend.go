@@ -427,10 +427,13 @@ func (b *dirBackend) Census(loc Loc) (top uint64, count int, err error) {
 
 func (b *dirBackend) Locs(kind Kind) ([]Loc, error) {
 	dir := filepath.Join(b.root, string(kind))
-	names, err := b.fs.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	// A kind directory that is a symlink is not listed: its keys would be
+	// another directory's. One others can write is (fsck reports it, and
+	// each of its keys reads held).
+	if ok, _, err := b.checkDir(dir); err != nil || !ok {
+		return nil, err
 	}
+	names, err := b.fs.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -113,6 +113,9 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 		}
 		for _, kind := range []Kind{KindSeat, KindSession} {
 			dir := filepath.Join(s.root, string(kind))
+			if ok, _, err := db.checkDir(dir); err != nil || !ok {
+				continue // a symlink: reported above, and never followed
+			}
 			names, err := db.fs.ReadDir(dir)
 			if err != nil {
 				continue
@@ -128,6 +131,9 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 	var all []Loc
 	for _, kind := range []Kind{KindSeat, KindSession} {
 		locs, err := s.be.Locs(kind)
+		if db != nil && errors.Is(err, ErrUnsafePath) {
+			continue // a symlink: reported above; its keys are another directory's
+		}
 		if err != nil {
 			return rep, err
 		}

@@ -31,6 +31,7 @@ type FS interface {
 	ReadFile(name string) ([]byte, error)
 
 	// ReadDir returns the names in directory name, in no particular order.
+	// Like ReadFile, it refuses to follow a final symlink.
 	ReadDir(name string) ([]string, error)
 
 	// Mkdir is like os.Mkdir. The new entry is not durable until SyncDir
@@ -121,7 +122,7 @@ func (osFS) ReadFile(name string) ([]byte, error) {
 }
 
 func (osFS) ReadDir(name string) ([]string, error) {
-	f, err := os.Open(name)
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, err
 	}

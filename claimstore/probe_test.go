@@ -146,3 +146,54 @@ func TestProbe(t *testing.T) {
 		})
 	}
 }
+
+// pathLstatFailFS is the OS filesystem whose nth Lstat of path fails with
+// EIO.
+type pathLstatFailFS struct {
+	osFS
+	path  string
+	nth   int
+	calls *int
+}
+
+func (f pathLstatFailFS) Lstat(name string) (os.FileInfo, error) {
+	if name == f.path {
+		*f.calls++
+		if *f.calls == f.nth {
+			return nil, &os.PathError{Op: "lstat", Path: name, Err: syscall.EIO}
+		}
+	}
+	return f.osFS.Lstat(name)
+}
+
+// scanFailFS is the OS filesystem whose directory scans fail with EIO.
+type scanFailFS struct{ osFS }
+
+func (scanFailFS) ScanDir(dir string, each func(name []byte)) error {
+	return &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
+}
+
+// A free head rests on the probe and on a listing of the whole key: an I/O
+// error in either (a revision's existence check, the key directory's check
+// before the listing, the listing itself) is an error, never a free (or
+// any) head.
+func TestHeadReadFaultsAreErrors(t *testing.T) {
+	root, s0, _, session := releasedPair(t)
+	dir := s0.KeyDir(session)
+	for name, fsys := range map[string]FS{
+		"revision-check":       lstatCountFS{FS: OSFS, calls: new(int), failAt: 1},
+		"later-revision-check": lstatCountFS{FS: OSFS, calls: new(int), failAt: 2},
+		// The first Lstat of the key directory is the probe's check; the
+		// second is the listing's.
+		"directory-check-before-listing": pathLstatFailFS{osFS: osFS{}, path: dir, nth: 2, calls: new(int)},
+		"listing":                        scanFailFS{},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := openStore(t, root, &Options{FS: fsys})
+			h, err := s.Head(session)
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("Head = %+v, %v; want EIO", h, err)
+			}
+		})
+	}
+}

@@ -630,3 +630,30 @@ func TestOversizedRevisionIsDamaged(t *testing.T) {
 		t.Fatalf("acquire: %v, want unsafe-replacement", err)
 	}
 }
+
+// ReadProof fails, naming why, on a proofs/ directory others can write
+// (even when the proof in it is well-formed) and on a missing proofs/: a
+// caller must never be handed an empty proof to judge.
+func TestReadProofRefusals(t *testing.T) {
+	root := newRoot(t)
+	s := openStore(t, root, nil)
+	const id = "boot-0123456789abcdef01234567"
+	if _, err := s.Backend().ReadProof(id); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadProof with no proofs/: %v, want ErrNotExist", err)
+	}
+	dir := filepath.Join(root, ProofDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// ReadProof reads; whether the file proves anything is VerifyProof's.
+	if err := os.WriteFile(filepath.Join(dir, id+".json"), []byte("{}\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := s.Backend().ReadProof(id); err != nil || len(data) == 0 {
+		t.Fatalf("ReadProof of a trusted proof: %q, %v", data, err)
+	}
+	chmod(t, dir, 0o777)
+	if data, err := s.Backend().ReadProof(id); !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("ReadProof in a world-writable proofs/: %q, %v; want ErrUnsafePath naming %s", data, err, dir)
+	}
+}

@@ -1,0 +1,112 @@
+package claimstore
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// traceFS is the OS filesystem recording the path of every call; a call
+// that looks inside a directory (a listing, a probe) records it with a
+// trailing slash.
+type traceFS struct {
+	osFS
+	mu    *sync.Mutex
+	paths *[]string
+}
+
+func newTraceFS() traceFS { return traceFS{mu: new(sync.Mutex), paths: new([]string)} }
+
+func (f traceFS) note(p string) {
+	f.mu.Lock()
+	*f.paths = append(*f.paths, p)
+	f.mu.Unlock()
+}
+
+func (f traceFS) Lstat(name string) (fs.FileInfo, error) { f.note(name); return f.osFS.Lstat(name) }
+func (f traceFS) ReadFile(name string) ([]byte, error)   { f.note(name); return f.osFS.ReadFile(name) }
+func (f traceFS) ReadDir(name string) ([]string, error) {
+	f.note(name + "/")
+	return f.osFS.ReadDir(name)
+}
+func (f traceFS) Mkdir(name string, perm fs.FileMode) error {
+	f.note(name)
+	return f.osFS.Mkdir(name, perm)
+}
+func (f traceFS) Remove(name string) error  { f.note(name); return f.osFS.Remove(name) }
+func (f traceFS) SyncDir(name string) error { f.note(name); return f.osFS.SyncDir(name) }
+func (f traceFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
+	f.note(dir + "/")
+	return f.osFS.CreateTemp(dir, perm)
+}
+func (f traceFS) ScanDir(dir string, each func(name []byte)) error {
+	f.note(dir + "/")
+	return f.osFS.ScanDir(dir, each)
+}
+func (f traceFS) ProbeDir(dir string) (func(string) (bool, error), int64, func() error, error) {
+	f.note(dir + "/")
+	return f.osFS.ProbeDir(dir)
+}
+
+func (f traceFS) under(dir string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, p := range *f.paths {
+		if strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// The store never follows a symlink out of the root, not even to look: a
+// kind directory or a key directory that is a symlink to a history kept
+// elsewhere is checked with one Lstat of its own, and no call of any
+// operation (reading a head or a pair, acquiring, listing, classifying,
+// fsck) names a path through it.
+func TestNothingThroughASymlinkedDirectory(t *testing.T) {
+	for _, which := range []string{"kind", "key"} {
+		t.Run(which, func(t *testing.T) {
+			root := newRoot(t)
+			s := openStore(t, root, nil)
+			seat, session := seatKey(t, "s"), sessionKey(t, "x")
+			c := mustAcquire(t, s, seat, session)
+			if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(root, string(KindSession))
+			if which == "key" {
+				link = s.KeyDir(session)
+			}
+			elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+			if err := os.Rename(link, elsewhere); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(elsewhere, link); err != nil {
+				t.Fatal(err)
+			}
+			trace := newTraceFS()
+			s = openStore(t, root, &Options{FS: trace})
+			// Each either fails or holds; what matters here is where they
+			// looked.
+			_, _ = s.Head(session)
+			_, _ = s.Pair(seat, session)
+			_, _ = s.Acquire(seat, session, fields(t, s))
+			_, _, _ = s.Backend().List(session.Loc())
+			_, _ = s.Classify(context.Background(), seat, session, nil)
+			_, _ = s.ClassifyAll(context.Background(), &ClassifyOptions{DryRun: true}, func(*PairResult) {})
+			_, _ = s.Check(context.Background(), nil)
+			if got := trace.under(link); len(got) > 0 {
+				t.Errorf("calls through the symlink %s: %q", link, got)
+			}
+			if h, err := s.Head(session); err == nil && !h.Held() {
+				t.Errorf("Head through a symlinked %s directory reads free", which)
+			}
+		})
+	}
+}
