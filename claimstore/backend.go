@@ -283,7 +283,7 @@ func (b *dirBackend) probe(loc Loc) (uint64, error, error) {
 	// Invariant: lo exists (or is 0), hi does not (once up is false).
 	hi, up := lo+1, true
 	if lo == 0 {
-		if guess := estimateRevisions(size); guess > 1 {
+		if guess := estimateRevisions(size); guess > 0 {
 			ok, err := exists(guess)
 			if err != nil {
 				return 0, nil, err

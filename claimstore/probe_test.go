@@ -66,7 +66,8 @@ func TestProbe(t *testing.T) {
 	type tc struct {
 		n, made uint64 // the head; made > n: revisions above n were made, then removed (a large directory)
 		hint    uint64
-		want    int // existence checks with the OS filesystem (ProbeDir, with the size estimate)
+		top     bool // only revisions n-1 and n exist (n near MaxRevision)
+		want    int  // existence checks with the OS filesystem (ProbeDir, with the size estimate)
 	}
 	cases := []tc{
 		{n: 0, want: 1}, {n: 1, want: 2}, {n: 2, want: 4}, {n: 3, want: 4}, {n: 5, want: 6},
@@ -77,9 +78,26 @@ func TestProbe(t *testing.T) {
 		// the head, or above it when revisions were removed.
 		{n: 300, want: 13}, {n: 300, hint: 300, want: 2}, {n: 300, hint: 100, want: 17},
 		{n: 150, made: 900, want: 18}, {n: 1, made: 900, want: 18}, {n: 899, made: 900, want: 17},
+		{n: 700, made: 900, want: 12},
+		// The last number a name can carry: the probe stops there.
+		{n: MaxRevision, hint: MaxRevision - 1, top: true, want: 2},
+		{n: MaxRevision, hint: MaxRevision, top: true, want: 1},
 	}
+	t.Run("no-directory", func(t *testing.T) {
+		root := newRoot(t)
+		if err := os.MkdirAll(filepath.Join(root, string(KindSeat)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		for _, fsys := range []FS{probeCountFS{calls: &calls}, lstatCountFS{FS: OSFS, calls: &calls}} {
+			b := NewDirBackend(fsys, root).(*dirBackend)
+			if n, distrust, err := b.probe(Loc{Kind: KindSeat, Hash: strings.Repeat("cd", 16)}); n != 0 || distrust != nil || err != nil || calls != 0 {
+				t.Errorf("%T: probe of a key with no directory = %d, %v, %v after %d checks; want 0, nil, nil after none", fsys, n, distrust, err, calls)
+			}
+		}
+	})
 	for _, c := range cases {
-		name := fmt.Sprintf("n=%d,made=%d,hint=%d", c.n, c.made, c.hint)
+		name := fmt.Sprintf("n=%d,made=%d,hint=%d,top=%v", c.n, c.made, c.hint, c.top)
 		t.Run(name, func(t *testing.T) {
 			root := newRoot(t)
 			loc := Loc{Kind: KindSession, Hash: strings.Repeat("ab", 16)}
@@ -87,7 +105,11 @@ func TestProbe(t *testing.T) {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			for i := uint64(1); i <= max(c.n, c.made); i++ {
+			from := uint64(1)
+			if c.top {
+				from = c.n - 1
+			}
+			for i := from; i <= max(c.n, c.made); i++ {
 				if err := os.WriteFile(filepath.Join(dir, RevisionName(i)), nil, 0o400); err != nil {
 					t.Fatal(err)
 				}
@@ -102,6 +124,9 @@ func TestProbe(t *testing.T) {
 					calls := 0
 					// ext4: 24 bytes an entry, blocks about 80 % full.
 					size := max(4096, int64(max(c.n, c.made))*30)
+					if c.top {
+						size = 4096
+					}
 					var fsys FS = probeCountFS{calls: &calls, failAt: failAt, size: size}
 					if plain {
 						fsys = lstatCountFS{FS: OSFS, calls: &calls, failAt: failAt}
@@ -116,14 +141,17 @@ func TestProbe(t *testing.T) {
 					}
 					if err == nil {
 						// The answer is remembered: probing again from it
-						// takes two checks (the head, the next name) or, on
-						// an empty history, one.
+						// takes two checks (the head, the next name).
 						before := calls
 						again, _, err := b.probe(loc)
 						if err != nil || again != got {
 							t.Fatalf("second probe = %d, %v; want %d", again, err, got)
 						}
-						if warm, want := calls-before, min(int(got)+1, 2); warm != want {
+						want := 2
+						if got == 0 || got == MaxRevision {
+							want = 1 // nothing below, or no name above
+						}
+						if warm := calls - before; warm != want {
 							t.Errorf("plain=%v: a probe from the last head made %d checks, want %d", plain, warm, want)
 						}
 						calls = before
@@ -185,6 +213,7 @@ func TestHeadReadFaultsAreErrors(t *testing.T) {
 		"later-revision-check": lstatCountFS{FS: OSFS, calls: new(int), failAt: 2},
 		// The first Lstat of the key directory is the probe's check; the
 		// second is the listing's.
+		"directory-check":                pathLstatFailFS{osFS: osFS{}, path: dir, nth: 1, calls: new(int)},
 		"directory-check-before-listing": pathLstatFailFS{osFS: osFS{}, path: dir, nth: 2, calls: new(int)},
 		"listing":                        scanFailFS{},
 	} {
