@@ -6,34 +6,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
-	"syscall"
 
 	"github.com/claimstore/claimstore/claimstore"
 )
 
 func main() {
-	os.Exit(int(run(os.Args[1:], os.Stdin, stdout(), os.Stderr, os.Getenv)))
-}
-
-// stdout is os.Stdout, or, when claimctl was started with standard output
-// closed, a writer that fails with EBADF as a write to a closed descriptor
-// would: the Go runtime opens /dev/null in place of a closed standard
-// descriptor, which would turn `claimctl acquire >&-` into a silent success
-// whose claim id went nowhere.
-func stdout() io.Writer {
-	if stdoutClosedAtStart() {
-		return closedWriter{}
-	}
-	return os.Stdout
-}
-
-type closedWriter struct{}
-
-func (closedWriter) Write([]byte) (int, error) {
-	return 0, &fs.PathError{Op: "write", Path: "/dev/stdout", Err: fmt.Errorf("%w (standard output was closed when claimctl started)", syscall.EBADF)}
+	// A standard output closed when claimctl started is not told apart from
+	// /dev/null: the Go runtime opens /dev/null read-write in its place
+	// (runtime.checkfds), exactly as Python's subprocess.DEVNULL and
+	// Node.js's "ignore" do for a child, and supervisors start claimctl
+	// that way. Output sent to /dev/null is the caller's choice.
+	os.Exit(int(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)))
 }
 
 // command is one subcommand of claimctl.

@@ -25,7 +25,7 @@ import (
 // overrides enabled.
 func main1() {
 	testHooks = true
-	os.Exit(int(run(os.Args[1:], os.Stdin, stdout(), os.Stderr, os.Getenv)))
+	os.Exit(int(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)))
 }
 
 func TestMain(m *testing.M) {

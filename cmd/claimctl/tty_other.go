@@ -6,6 +6,4 @@ package main
 // convenience, and plain output is always correct.
 func isTerminalFd(int) bool { return false }
 
-func stdoutClosedAtStart() bool { return false }
-
 func terminalColumns(int) int { return 0 }
