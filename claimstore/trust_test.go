@@ -606,6 +606,17 @@ func TestIssueBootProofRefusesSquattedID(t *testing.T) {
 	if _, err := s.IssueBootProof(rec); !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("IssueBootProof over a squatted id: %v, want ErrUnsafePath", err)
 	}
+	// A file at the id that is not a proof at all: an error naming it,
+	// never a proof.
+	if err := os.Chmod(s.proofPath(id), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.proofPath(id), []byte("not a proof\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.IssueBootProof(rec); err == nil || p != nil || !strings.Contains(err.Error(), "exists but cannot be read") {
+		t.Fatalf("IssueBootProof over an unreadable file at its id: %+v, %v; want an error saying it cannot be read", p, err)
+	}
 }
 
 // A revision (or proof) larger than MaxFileSize is damaged, not read: its
