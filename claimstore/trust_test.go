@@ -668,3 +668,27 @@ func TestReadProofRefusals(t *testing.T) {
 		t.Errorf("ReadProof in a world-writable proofs/: %q, %v; want ErrUnsafePath naming %s", data, err, dir)
 	}
 }
+
+// No boot proof is written into a proofs/ directory others can write: the
+// classification after a reboot fails naming it, and publishes nothing.
+func TestNoBootProofIntoWritableProofsDir(t *testing.T) {
+	root := newRoot(t)
+	s := openStore(t, root, nil)
+	seat, session := seatKey(t, "s"), sessionKey(t, "x")
+	mustAcquire(t, s, seat, session)
+	dir := filepath.Join(root, ProofDir)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	chmod(t, dir, 0o777)
+	before := rootPaths(t, root)
+	later := hostid.Override{Host: thisHost, Boot: "99999999-2222-3333-4444-555555555555"}
+	s = openStore(t, root, &Options{Host: later})
+	res, err := s.Classify(context.Background(), seat, session, nil)
+	if !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("classify after a reboot with a world-writable proofs/ = %+v, %v; want ErrUnsafePath naming %s", res, err, dir)
+	}
+	if diff := cmp.Diff(before, rootPaths(t, root)); diff != "" {
+		t.Errorf("the refused classification changed the root (-before +after):\n%s", diff)
+	}
+}
