@@ -225,3 +225,39 @@ func TestBarrierStopClosesTemporaries(t *testing.T) {
 		}
 	}
 }
+
+// A writer that finds its number taken after writing its temporary (a
+// rival linked it meanwhile) closes the temporary, without an fsync.
+func TestLostRaceClosesTemporary(t *testing.T) {
+	w := newWorld(t, &crashfs.Options{})
+	seat, err := claimstore.SeatKey("s", "p", "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := claimstore.SessionKey("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := claimstore.AcquireFields{Owner: claimstore.Owner{PID: 4100, Start: "500"}}
+	rival := w.open(w.fs, w.host, nil)
+	tr := &tempTracker{FS: w.fs}
+	raced := false
+	s := w.open(tr, w.host, func(p claimstore.Point) error {
+		if p.Barrier == claimstore.BarrierTempWritten && p.Key.Kind == claimstore.KindSeat && !raced {
+			raced = true
+			if _, err := rival.Acquire(seat, session, fields); err != nil {
+				t.Errorf("rival acquire: %v", err)
+			}
+		}
+		return nil
+	})
+	if _, err := s.Acquire(seat, session, fields); err == nil {
+		t.Fatal("an acquire whose seat revision a rival linked first succeeded")
+	}
+	if !raced {
+		t.Fatal("the rival never ran")
+	}
+	if n := tr.open.Load(); n != 0 {
+		t.Errorf("%d temporaries left open by the losing writer", n)
+	}
+}
