@@ -51,12 +51,17 @@ func checkAncestors(root string) error {
 	return checkChain(root, filepath.Dir(abs), 0)
 }
 
-// checkChain checks dir and every ancestor of it.
+// geteuid is os.Geteuid; tests judge ancestors as another user would.
+var geteuid = os.Geteuid
+
+// checkChain checks dir and every ancestor of it. EvalSymlinks returns a
+// path without symlinks, so the recursion is one deep unless the
+// filesystem changes under the walk; depth bounds that.
 func checkChain(root, dir string, depth int) error {
 	if depth > 8 {
 		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: too many levels of symlinks above it", ErrUnsafeRoot)}
 	}
-	euid := os.Geteuid()
+	euid := geteuid()
 	for p := dir; ; p = filepath.Dir(p) {
 		fi, err := os.Lstat(p)
 		if err != nil {
