@@ -356,6 +356,9 @@ func TestWritableEmptyKeyDirectoryIsHeld(t *testing.T) {
 	}
 	chmod(t, s.KeyDir(k), 0o722)
 	wantHeldUntrusted(t, s, k, s.KeyDir(k))
+	if h, _ := s.Head(k); !strings.Contains(h.Damage.Error(), "this directory has mode") {
+		t.Errorf("damage %q does not say it is the directory's mode", h.Damage)
+	}
 }
 
 // A revision owned by another user (restored from a backup as the wrong
@@ -370,6 +373,9 @@ func TestForeignOwnedRevisionIsDamaged(t *testing.T) {
 	}
 	s = openStore(t, root, nil)
 	wantHeldUntrusted(t, s, session, head)
+	if h, _ := s.Head(session); !strings.Contains(h.Damage.Error(), "this file belongs to uid") {
+		t.Errorf("damage %q does not say it is the file's owner", h.Damage)
+	}
 	if _, err := s.Acquire(seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
 		t.Fatalf("acquire: %v, want unsafe-replacement", err)
 	}
@@ -743,5 +749,71 @@ func TestAncestorsThatCannotBeChecked(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("checkAncestors(%s) = %v, want an error saying %q", tc.root, err, tc.want)
 		}
+	}
+}
+
+// plainReadFS is the OS filesystem with a ReadFile that has no bound of its
+// own (an FS may leave the bound to the store, FS.ReadFile says).
+type plainReadFS struct{ osFS }
+
+func (plainReadFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+
+// revLstatFailFS is the OS filesystem whose Lstats of revision files fail
+// with EIO (a revision read, then its identity unreadable).
+type revLstatFailFS struct{ osFS }
+
+func (f revLstatFailFS) Lstat(name string) (fs.FileInfo, error) {
+	if strings.HasSuffix(name, ".json") {
+		return nil, &fs.PathError{Op: "lstat", Path: name, Err: syscall.EIO}
+	}
+	return f.osFS.Lstat(name)
+}
+
+// The store bounds what it reads itself, whatever the filesystem does: a
+// revision of exactly MaxFileSize bytes is read, one byte more is damaged
+// (its size named); and a revision whose trust cannot be checked after
+// reading it is damaged with the reason.
+func TestReadFileBoundAndTrustCheck(t *testing.T) {
+	root, s, _, session := releasedPair(t)
+	rec := readRev(t, s, session, 2)
+	exact := append(bytes.TrimSuffix(rec, []byte("}\n")), bytes.Repeat([]byte(" "), MaxFileSize-len(rec))...)
+	exact = append(exact, "}\n"...)
+	if len(exact) != MaxFileSize {
+		t.Fatalf("padded record is %d bytes, want %d", len(exact), MaxFileSize)
+	}
+	path := filepath.Join(s.KeyDir(session), RevisionName(2))
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, exact, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	for _, fsys := range []FS{osFS{}, plainReadFS{}} {
+		h, err := openStore(t, root, &Options{FS: fsys}).Head(session)
+		if err != nil || h.Held() || h.Damage != nil {
+			t.Errorf("%T: Head of a revision of exactly MaxFileSize bytes = %+v, %v; want it read, free", fsys, h, err)
+		}
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(exact, ' '), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	for _, fsys := range []FS{osFS{}, plainReadFS{}} {
+		h, err := openStore(t, root, &Options{FS: fsys}).Head(session)
+		if err != nil || !h.Held() || h.Damage == nil || !strings.Contains(h.Damage.Error(), strconv.Itoa(MaxFileSize+1)) {
+			t.Errorf("%T: Head of a revision of MaxFileSize+1 bytes = %+v, %v; want damaged, naming its size", fsys, h, err)
+		}
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, rec, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	h, err := openStore(t, root, &Options{FS: revLstatFailFS{}}).Head(session)
+	if err != nil || !h.Held() || !errors.Is(h.Damage, syscall.EIO) {
+		t.Errorf("Head of a revision whose Lstat fails = %+v, %v; want held, damaged by EIO", h, err)
 	}
 }
