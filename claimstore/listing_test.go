@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -121,5 +123,122 @@ func TestListingForgetsAGap(t *testing.T) {
 	}
 	if diff := cmp.Diff(before, dirNames(t, s, session)); diff != "" {
 		t.Errorf("Acquire wrote into the damaged session (-before +after):\n%s", diff)
+	}
+}
+
+// movingFS is the OS filesystem on which a writer publishes a new free
+// revision of dir just before each listing of it: a head that keeps moving.
+type movingFS struct {
+	osFS
+	dir   string
+	k     Key
+	lists *int
+}
+
+func (f movingFS) ScanDir(dir string, each func(name []byte)) error {
+	if dir == f.dir {
+		*f.lists++
+		n := uint64(0)
+		for ; ; n++ {
+			if _, err := os.Lstat(filepath.Join(dir, RevisionName(n+1))); err != nil {
+				break
+			}
+		}
+		rec := refRecord(f.k, n+1, testClaimID, "stopped").set("proof", `{"kind":"no-unit","ref":null}`).bytes()
+		if err := os.WriteFile(filepath.Join(dir, RevisionName(n+1)), rec, 0o400); err != nil {
+			return err
+		}
+	}
+	return f.osFS.ScanDir(dir, each)
+}
+
+// gapOnceFS is the OS filesystem whose first listing of dir also shows a
+// revision two above the highest: a listing taken while revisions are being
+// linked, which is not atomic.
+type gapOnceFS struct {
+	osFS
+	dir   string
+	lists *int
+}
+
+func (f gapOnceFS) ScanDir(dir string, each func(name []byte)) error {
+	top := uint64(0)
+	err := f.osFS.ScanDir(dir, func(name []byte) {
+		if n, ok := parseRevisionName(name); ok {
+			top = max(top, n)
+		}
+		each(name)
+	})
+	if err == nil && dir == f.dir {
+		*f.lists++
+		if *f.lists == 1 {
+			each([]byte(RevisionName(top + 2)))
+		}
+	}
+	return err
+}
+
+// A free head is confirmed by a listing; a listing that shows the head
+// moved is read again, three times more, then the key is damaged saying
+// so; a listing that shows a gap is taken once more before the gap is
+// believed (a listing races the linking of revisions).
+func TestHeadRereadsAMovingHead(t *testing.T) {
+	root, s0, _, session := releasedPair(t)
+	dir := s0.KeyDir(session)
+	lists := 0
+	h, err := openStore(t, root, &Options{FS: movingFS{dir: dir, k: session, lists: &lists}}).Head(session)
+	if err != nil || !h.Held() || h.Damage == nil || !strings.Contains(h.Damage.Error(), "the head moved during every one of 4 reads") {
+		t.Fatalf("Head of a key that moves at every listing = %+v, %v; want damaged after 4 reads", h, err)
+	}
+	if lists != 4 {
+		t.Errorf("%d listings, want 4", lists)
+	}
+
+	root, s0, _, session = releasedPair(t)
+	dir = s0.KeyDir(session)
+	lists = 0
+	h, err = openStore(t, root, &Options{FS: gapOnceFS{dir: dir, lists: &lists}}).Head(session)
+	if err != nil || h.Held() || h.N != 2 {
+		t.Fatalf("Head of a key whose first listing showed a gap = %+v, %v; want free at 2", h, err)
+	}
+	if lists != 2 {
+		t.Errorf("%d listings, want 2", lists)
+	}
+}
+
+// A key whose directory is empty is listed once per store too.
+func TestEmptyKeyListedOnce(t *testing.T) {
+	root := newRoot(t)
+	fsys := newScanCountFS()
+	s := openStore(t, root, &Options{FS: fsys})
+	k := sessionKey(t, "empty")
+	if err := os.MkdirAll(s.KeyDir(k), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if h, err := s.Head(k); err != nil || h.Held() || h.N != 0 {
+			t.Fatalf("Head of an empty key = %+v, %v", h, err)
+		}
+	}
+	if n := fsys.take(s.KeyDir(k)); n != 1 {
+		t.Errorf("an empty key directory was listed %d times, want 1", n)
+	}
+}
+
+// A held pair seen by a store that cannot read its machine's id is refused
+// as another machine's would be, saying so and carrying the error.
+func TestRefusalWithoutMachineID(t *testing.T) {
+	root := newRoot(t)
+	seat, session := seatKey(t, "s"), sessionKey(t, "x")
+	mustAcquire(t, openStore(t, root, nil), seat, session)
+	bad := errors.New("machine id unreadable")
+	s := openStore(t, root, &Options{Host: brokenHost{Host: thisHost, machine: bad}})
+	p, err := s.Pair(seat, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.Refusal(p)
+	if r == nil || r.Code != ForeignHost || !errors.Is(r, bad) || !strings.Contains(r.Reason, "this machine's id cannot be read") {
+		t.Fatalf("Refusal = %+v; want foreign-host carrying the error, saying the id cannot be read", r)
 	}
 }
