@@ -303,10 +303,13 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 		}
 		next := latest.clone()
 		next.State, next.Proof = Stopped, &Proof{Kind: ProofBoot, Ref: ref, raw: bootProofJSON(ref)}
-		setMarker(next, marker)
 		if err := applyFields(&next.Fields, opts.StoppedFields); err != nil {
 			return nil, err
 		}
+		// After the caller's fields: a spawn marker is carried into the
+		// stopped revision whatever they say (the record of what may have
+		// run is the store's, as Advance refuses to clear it).
+		setMarker(next, marker)
 		res.Outcome, res.Proof = OutcomeStopped, next.Proof
 		return res, s.finish(claim, p, next, res)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/claimstore/claimstore/hostid"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,5 +119,70 @@ func TestFenceRefusesSameRevisionOtherClaim(t *testing.T) {
 	}
 	if h, _ := s.Head(seat); h.N != c.SeatRev || h.Record.ClaimID != c.ID {
 		t.Errorf("seat head after the refusals: revision %d of claim %s", h.N, h.Record.ClaimID)
+	}
+}
+
+// A classification's stopped revision carries the claim's spawn marker
+// whatever the caller's StoppedFields say: what may have run is the
+// store's record, not the caller's (as Advance refuses to clear it).
+func TestClassifyStoppedKeepsSpawnMarker(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s := openOn(t, root, liveHost())
+	seat, session := testKeys(t)
+	c := claim4100(t, s, seat, session)
+	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		t.Fatal(err)
+	}
+	later := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
+	res, err := later.Classify(context.Background(), seat, session, &ClassifyOptions{StoppedFields: map[string]any{"spawnMarker": false, "leaf": "x"}})
+	if err != nil || res.Outcome != OutcomeStopped {
+		t.Fatalf("classify after a reboot = %+v, %v; want stopped", res, err)
+	}
+	for _, k := range []Key{seat, session} {
+		h, err := later.Head(k)
+		if err != nil || h.Record == nil {
+			t.Fatalf("Head(%v) = %+v, %v", k, h, err)
+		}
+		if !h.Record.SpawnMarker() {
+			t.Errorf("%v: the stopped revision lost the spawn marker", k)
+		}
+		if leaf, _ := h.Record.Fields.Get("leaf"); string(leaf) != `"x"` {
+			t.Errorf("%v: StoppedFields' leaf = %s, want \"x\"", k, leaf)
+		}
+	}
+}
+
+// lateBootFailHost reads its boot id once (the owner's judgement), then
+// fails: a boot id that became unreadable during a classification.
+type lateBootFailHost struct {
+	hostid.Host
+	reads *int
+}
+
+func (h lateBootFailHost) BootID() (string, error) {
+	*h.reads++
+	if *h.reads > 1 {
+		return "", errors.New("no boot id")
+	}
+	return h.Host.BootID()
+}
+
+// A classification that cannot read this boot's id when it comes to judge
+// the claim's boot judges nothing: an error, nothing published. (An owner
+// judged without it is unknown, and holds, before that.)
+func TestClassifyWithoutBootID(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s := openOn(t, root, liveHost())
+	seat, session := testKeys(t)
+	claim4100(t, s, seat, session)
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
+	c := openOn(t, root, lateBootFailHost{Host: host, reads: new(int)})
+	before, _ := c.Head(seat)
+	res, err := c.Classify(context.Background(), seat, session, nil)
+	if err == nil || !strings.Contains(err.Error(), "cannot read this boot's id") {
+		t.Fatalf("classify without a boot id = %+v, %v; want an error saying so", res, err)
+	}
+	if after, _ := c.Head(seat); after.N != before.N {
+		t.Errorf("seat went from revision %d to %d", before.N, after.N)
 	}
 }
