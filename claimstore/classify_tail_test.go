@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -164,6 +166,71 @@ func TestClassifyReportsOnlyItsOwnRevisions(t *testing.T) {
 		rec, derr := DecodeRecord(h, pub.Key, pub.Revision)
 		if derr != nil || rec.State != pub.State {
 			t.Errorf("reported %s revision %d as %s; on disk it is %+v (%v)", pub.Key, pub.Revision, pub.State, rec, derr)
+		}
+	}
+}
+
+// A moved release (the claim's release reached the seat, which another
+// claim has since taken, but not the session) is completed on the session
+// with the same proof, carrying the claim's spawn marker.
+func TestMovedReleaseCarriesSpawnMarker(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
+	s := openOn(t, root, host)
+	seat, session := testKeys(t)
+	x := claim4100(t, s, seat, session)
+	if err := s.Advance(x, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		t.Fatal(err)
+	}
+	cutAt(s, BarrierBetweenKeys)
+	if err := s.Release(x, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
+		t.Fatal(err)
+	}
+	s.barrier = nil
+	delete(host.procs, 4100)
+	other, _ := SessionKey("sess-2")
+	if _, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Classify(context.Background(), seat, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Head(session)
+	if err != nil || h.Held() || h.Record == nil {
+		t.Fatalf("session after the completion = %+v, %v; want free", h, err)
+	}
+	if !h.Record.SpawnMarker() || h.Record.Proof == nil || h.Record.Proof.Ref != "x" {
+		t.Errorf("the completed session revision: marker %v, proof %+v; want the marker and the release's proof", h.Record.SpawnMarker(), h.Record.Proof)
+	}
+}
+
+// A boot id that is not a boot id is no evidence, in a dry run as in a real
+// one: the dry run must not promise a boot proof it would never issue.
+func TestMalformedBootNoEvidenceInDryRun(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s := openOn(t, root, liveHost())
+	seat, session := testKeys(t)
+	// The owner records its own boot, so that it is judged gone (another
+	// boot) and the record's host boot id is what is judged next.
+	if _, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []Key{seat, session} {
+		data := readRev(t, s, k, 1)
+		data = []byte(strings.Replace(string(data), `"bootId":"`+bootA+`"`, `"bootId":"not-a-boot-id"`, 1))
+		path := filepath.Join(s.KeyDir(k), RevisionName(1))
+		if err := os.Chmod(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
+	for _, dry := range []bool{true, false} {
+		res, err := g.Classify(context.Background(), seat, session, &ClassifyOptions{DryRun: dry})
+		if err != nil || res.Free() || res.Refusal == nil || !strings.Contains(res.Refusal.Reason, "is not a boot id") {
+			t.Errorf("dry=%v: classify of a claim with a malformed boot id = %+v, %v; want held, saying it is not a boot id", dry, res, err)
 		}
 	}
 }
