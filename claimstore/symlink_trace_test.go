@@ -110,3 +110,48 @@ func TestNothingThroughASymlinkedDirectory(t *testing.T) {
 		})
 	}
 }
+
+// ReadBootProof reads only this store's proof ids (boot-<24 hex>): an id
+// that names a path (../seat/…) or another form reads nothing at all.
+func TestReadBootProofOnlyItsOwnIDs(t *testing.T) {
+	root := newRoot(t)
+	trace := newTraceFS()
+	s := openStore(t, root, &Options{FS: trace})
+	for _, id := range []string{"", "../x", "../seat/" + strings.Repeat("ab", 16) + "/r0000000001", "boot-xyz", "bp-1"} {
+		if p, err := s.ReadBootProof(id); err == nil || p != nil {
+			t.Errorf("ReadBootProof(%q) = %+v, %v; want an error", id, p, err)
+		}
+	}
+	if got := trace.under(root); len(got) > 0 {
+		t.Errorf("ReadBootProof of foreign ids touched %q", got)
+	}
+}
+
+// syncCountFS is the OS filesystem counting SyncFS and SyncDir calls.
+type syncCountFS struct {
+	osFS
+	n *int
+}
+
+func (f syncCountFS) SyncFS(name string) error  { *f.n++; return f.osFS.SyncFS(name) }
+func (f syncCountFS) SyncDir(name string) error { *f.n++; return f.osFS.SyncDir(name) }
+
+// A walk over keys that hold no revision has no decision to make durable:
+// it syncs nothing.
+func TestClassifyAllEmptyKeysSyncNothing(t *testing.T) {
+	root := newRoot(t)
+	s := openStore(t, root, nil)
+	for _, k := range []Key{seatKey(t, "a"), sessionKey(t, "a")} {
+		if err := os.MkdirAll(s.KeyDir(k), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	s = openStore(t, root, &Options{FS: syncCountFS{n: &n}})
+	if _, err := s.ClassifyAll(context.Background(), nil, func(*PairResult) {}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("a walk over empty keys made %d fsyncs, want none", n)
+	}
+}
