@@ -234,3 +234,38 @@ func TestMalformedBootNoEvidenceInDryRun(t *testing.T) {
 		}
 	}
 }
+
+// A claim id on a seat whose record names no pair (the reference's form)
+// pairs that seat with the session of the same claim only if the session
+// does not name another seat: a reused id must not pair keys of different
+// claims (the session would then be classified in two pairs).
+func TestClassifyAllReusedIDPairsOnce(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s := openOn(t, root, liveHost())
+	b, session := testKeys(t)
+	c := claim4100(t, s, b, session)
+	a, err := SeatKey("seat-a", "proj", "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRev(t, s, a, 1, refRecord(a, 1, c.ID, "active").bytes())
+	var pairs [][2]Key
+	var orphans []Loc
+	if _, err := s.ClassifyAll(context.Background(), &ClassifyOptions{DryRun: true}, func(pr *PairResult) {
+		if pr.Orphan != "" {
+			orphans = append(orphans, pr.Loc)
+			return
+		}
+		if pr.Seat != nil && pr.Session != nil {
+			pairs = append(pairs, [2]Key{*pr.Seat, *pr.Session})
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pairs) != 1 || pairs[0] != [2]Key{b, session} {
+		t.Errorf("pairs %v, want only (%v, %v)", pairs, b, session)
+	}
+	if len(orphans) != 1 || orphans[0] != a.Loc() {
+		t.Errorf("orphans %v, want the seat %v", orphans, a)
+	}
+}
