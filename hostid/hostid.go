@@ -137,8 +137,9 @@ func isBootID(s string) bool {
 
 func isMachineID(s string) bool { return isLowerHex(s, 32) }
 
-// maxPID is the kernel's PID_MAX_LIMIT: no pid can be larger, so a larger
-// recorded pid is malformed rather than merely absent.
+// maxPID is the kernel's PID_MAX_LIMIT: pid_max is at most this, and pids are
+// allocated below pid_max, so a recorded pid of maxPID or more is malformed
+// rather than merely absent.
 const maxPID = 1 << 22
 
 // maxIDFile bounds how much of an id file is read; a real one is 33 or 37
@@ -424,7 +425,7 @@ func Self(h Host) (Owner, error) {
 //
 // Judge is safe for concurrent use when h is.
 func Judge(h Host, o Owner) (State, string) {
-	if o.PID <= 0 || o.PID > maxPID {
+	if o.PID <= 0 || o.PID >= maxPID {
 		return Invalid, fmt.Sprintf("recorded pid %d is not a process id", o.PID)
 	}
 	if o.Start != "" && !canonicalUint(o.Start) {

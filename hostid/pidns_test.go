@@ -458,3 +458,48 @@ func TestParseStatEdges(t *testing.T) {
 		}
 	}
 }
+
+// probeErr is a procTable whose start times cannot be read and whose
+// signal probe answers err.
+type probeErr struct {
+	procTable
+	err error
+}
+
+func (probeErr) StartTime(pid int) (string, error) {
+	return "", &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrPermission}
+}
+func (h probeErr) Signal0(int) error { return h.err }
+
+// With the start time unreadable, the signal probe decides only "gone"
+// (no such process); a process that exists (the probe succeeds, or is
+// denied) and a probe that fails otherwise are unknown, each saying why.
+func TestJudgeStartUnreadable(t *testing.T) {
+	base := procTable{boot: goodBoot, ns: initialNS}
+	for _, tc := range []struct {
+		err    error
+		want   State
+		reason string
+	}{
+		{unix.ESRCH, Gone, "no process 4100"},
+		{nil, Unknown, "pid 4100 exists but its start time is unreadable"},
+		{unix.EPERM, Unknown, "pid 4100 exists but its start time is unreadable"},
+		{unix.EINVAL, Unknown, "cannot read pid 4100"},
+	} {
+		got, reason := Judge(probeErr{base, tc.err}, Owner{4100, "500", goodBoot, initialNS})
+		if got != tc.want || !strings.Contains(reason, tc.reason) {
+			t.Errorf("probe %v: Judge = %s (%s), want %s (%s)", tc.err, got, reason, tc.want, tc.reason)
+		}
+	}
+}
+
+// Linux allocates pids below pid_max, which is at most 2^22: a recorded pid
+// of 2^22 or more names no process that could ever exist, and is invalid.
+func TestJudgePIDBounds(t *testing.T) {
+	h := procTable{boot: goodBoot, ns: initialNS}
+	for pid, want := range map[int]State{0: Invalid, -1: Invalid, 1 << 22: Invalid, 1<<22 + 1: Invalid, 1<<22 - 1: Gone} {
+		if got, reason := Judge(h, Owner{pid, "500", goodBoot, initialNS}); got != want {
+			t.Errorf("pid %d: Judge = %s (%s), want %s", pid, got, reason, want)
+		}
+	}
+}
