@@ -269,3 +269,57 @@ func TestClassifyAllReusedIDPairsOnce(t *testing.T) {
 		t.Errorf("orphans %v, want the seat %v", orphans, a)
 	}
 }
+
+// A moved release's completion that loses its publish to another
+// classifier (which completed it first) re-reads the pair and reports what
+// is there now, as a classification started afterwards would, not a
+// judgement of the heads it read before.
+func TestMovedReleaseCompletionRaced(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
+	s := openOn(t, root, host)
+	seat, session := testKeys(t)
+	x := claim4100(t, s, seat, session)
+	cutAt(s, BarrierBetweenKeys)
+	if err := s.Release(x, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
+		t.Fatal(err)
+	}
+	s.barrier = nil
+	delete(host.procs, 4100)
+	other, _ := SessionKey("sess-2")
+	if _, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
+		t.Fatal(err)
+	}
+	rival := openOn(t, root, host)
+	raced := false
+	c := openStore(t, root, &Options{Host: host, Barrier: func(p Point) error {
+		if !raced && p.Key == session && p.Barrier == BarrierTempWritten {
+			raced = true
+			res, err := rival.Classify(context.Background(), seat, session, nil)
+			if err != nil || !res.Completed {
+				t.Errorf("rival classify = %+v, %v; want the completion", res, err)
+			}
+		}
+		return nil
+	}})
+	res, err := c.Classify(context.Background(), seat, session, nil)
+	if !raced {
+		t.Fatal("the rival never ran")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := openOn(t, root, host).Classify(context.Background(), seat, session, &ClassifyOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := func(r *Result) Code {
+		if r.Refusal == nil {
+			return ""
+		}
+		return r.Refusal.Code
+	}
+	if res.Outcome != after.Outcome || code(res) != code(after) {
+		t.Errorf("raced classification reported %s (%s); the pair now classifies %s (%s)", res.Outcome, code(res), after.Outcome, code(after))
+	}
+}
