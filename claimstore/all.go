@@ -178,12 +178,13 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 	if workers <= 0 {
 		workers = DefaultWorkers
 	}
-	// One slot per pair, filled by whichever worker classified it; a
-	// condition variable rather than a channel per pair keeps the walk's
-	// memory at a pointer per pair.
+	// One slot per pair, filled by whichever worker classified it, which
+	// then sends the pair's index on finished (buffered for every pair, so
+	// a worker never waits on the reporter): a pointer, an int and a bool
+	// per pair. The reporter waits for the next pair in order, or for the
+	// walk's cancellation, in one select: no wake-up can be missed.
 	results := make([]*PairResult, len(pairs))
-	var mu sync.Mutex
-	ready := sync.NewCond(&mu)
+	finished := make(chan int, len(pairs))
 	next := make(chan int)
 	wctx, stop := context.WithCancel(ctx)
 	// Every worker has ended when the walk returns, canceled or not: no
@@ -213,32 +214,28 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 				}
 				seat, session := pairs[i][0], pairs[i][1]
 				res, err := s.Classify(wctx, seat, session, opts)
-				mu.Lock()
 				results[i] = &PairResult{Seat: &seat, Session: &session, Result: res, Err: err}
-				ready.Broadcast()
-				mu.Unlock()
+				finished <- i
 			}
 		}()
 	}
 	// A canceled walk stops dispatching; the workers finish the pair each
-	// has in hand, and the reporter must not wait for pairs never started.
-	go func() {
-		<-wctx.Done()
-		mu.Lock()
-		ready.Broadcast()
-		mu.Unlock()
-	}()
+	// has in hand, and the reporter does not wait for pairs never started.
+	got := make([]bool, len(pairs))
 	for i := range pairs {
-		mu.Lock()
-		for results[i] == nil && ctx.Err() == nil {
-			ready.Wait()
+		for !got[i] {
+			select {
+			case j := <-finished:
+				got[j] = true // results[j] was written before j was sent
+			case <-ctx.Done():
+				return sum, ctx.Err()
+			}
 		}
-		pr := results[i]
-		results[i] = nil // reported: let it go
-		mu.Unlock()
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
+		pr := results[i]
+		results[i] = nil // reported: let it go
 		res, err := pr.Result, pr.Err
 		sum.Pairs++
 		var ref *Refusal
