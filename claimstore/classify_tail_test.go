@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // goneSameBoot is the test machine in the claims' boot with no process
@@ -321,5 +323,27 @@ func TestMovedReleaseCompletionRaced(t *testing.T) {
 	}
 	if res.Outcome != after.Outcome || code(res) != code(after) {
 		t.Errorf("raced classification reported %s (%s); the pair now classifies %s (%s)", res.Outcome, code(res), after.Outcome, code(after))
+	}
+}
+
+// A dry run reports every revision the real run would publish, on both
+// keys, and writes nothing.
+func TestClassifyDryRunListsBothKeys(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s := openOn(t, root, liveHost())
+	seat, session := testKeys(t)
+	claim4100(t, s, seat, session)
+	before := rootPaths(t, root)
+	g := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
+	res, err := g.Classify(context.Background(), seat, session, &ClassifyOptions{DryRun: true})
+	if err != nil || res.Outcome != OutcomeStopped {
+		t.Fatalf("dry run after a reboot = %+v, %v; want stopped", res, err)
+	}
+	want := []Published{{Key: seat, Revision: 2, State: Stopped}, {Key: session, Revision: 2, State: Stopped}}
+	if len(res.Published) != 2 || res.Published[0] != want[0] || res.Published[1] != want[1] {
+		t.Errorf("dry run published %+v, want %+v", res.Published, want)
+	}
+	if diff := cmp.Diff(before, rootPaths(t, root)); diff != "" {
+		t.Errorf("the dry run changed the root (-before +after):\n%s", diff)
 	}
 }
