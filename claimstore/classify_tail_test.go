@@ -347,3 +347,31 @@ func TestClassifyDryRunListsBothKeys(t *testing.T) {
 		t.Errorf("the dry run changed the root (-before +after):\n%s", diff)
 	}
 }
+
+// The claim handed back to an adopter carries each key's own revision,
+// when the keys' histories differ in length (the session had an earlier
+// claim).
+func TestAdoptedClaimRevisionsPerKey(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	s := openOn(t, root, liveHost())
+	seat, session := testKeys(t)
+	earlier, _ := SeatKey("seat-0", "proj", "/ws")
+	c0 := claim4100(t, s, earlier, session)
+	if err := s.Release(c0, NewProof(ProofCohort, "done")); err != nil {
+		t.Fatal(err)
+	}
+	c := claim4100(t, s, seat, session)
+	if err := s.Advance(c, Patch{State: Active}); err != nil {
+		t.Fatal(err)
+	}
+	if c.SeatRev != 2 || c.SessionRev != 4 {
+		t.Fatalf("claim at seat r%d, session r%d; want r2, r4", c.SeatRev, c.SessionRev)
+	}
+	res, err := openOn(t, root, goneSameBoot()).Classify(context.Background(), seat, session, &ClassifyOptions{Adopt: &Owner{PID: 9000, Start: "700"}})
+	if err != nil || res.Claim == nil {
+		t.Fatalf("classify adopting = %+v, %v; want the claim handed back", res, err)
+	}
+	if res.Claim.SeatRev != 3 || res.Claim.SessionRev != 5 {
+		t.Errorf("adopted claim at seat r%d, session r%d; want r3, r5", res.Claim.SeatRev, res.Claim.SessionRev)
+	}
+}
