@@ -176,24 +176,11 @@ func TestClassifyReportsOnlyItsOwnRevisions(t *testing.T) {
 // claim has since taken, but not the session) is completed on the session
 // with the same proof, carrying the claim's spawn marker.
 func TestMovedReleaseCarriesSpawnMarker(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
-	s := openOn(t, root, host)
-	seat, session := testKeys(t)
-	x := claim4100(t, s, seat, session)
-	if err := s.Advance(x, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
-		t.Fatal(err)
-	}
-	cutAt(s, BarrierBetweenKeys)
-	if err := s.Release(x, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
-		t.Fatal(err)
-	}
-	s.barrier = nil
-	delete(host.procs, 4100)
-	other, _ := SessionKey("sess-2")
-	if _, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
-		t.Fatal(err)
-	}
+	_, _, s, seat, session := movedRelease(t, func(s *Store, x *Claim) {
+		if err := s.Advance(x, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if _, err := s.Classify(context.Background(), seat, session, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -277,21 +264,7 @@ func TestClassifyAllReusedIDPairsOnce(t *testing.T) {
 // is there now, as a classification started afterwards would, not a
 // judgement of the heads it read before.
 func TestMovedReleaseCompletionRaced(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
-	s := openOn(t, root, host)
-	seat, session := testKeys(t)
-	x := claim4100(t, s, seat, session)
-	cutAt(s, BarrierBetweenKeys)
-	if err := s.Release(x, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
-		t.Fatal(err)
-	}
-	s.barrier = nil
-	delete(host.procs, 4100)
-	other, _ := SessionKey("sess-2")
-	if _, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
-		t.Fatal(err)
-	}
+	root, host, _, seat, session := movedRelease(t, nil)
 	rival := openOn(t, root, host)
 	raced := false
 	c := openStore(t, root, &Options{Host: host, Barrier: func(p Point) error {

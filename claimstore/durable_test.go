@@ -118,10 +118,12 @@ func TestDecisionsOnlyOnDurableHeads(t *testing.T) {
 	}
 }
 
-// The same for a boot proof that another classifier linked and did not
-// make durable: a classifier that finds it under the derived id and
-// relies on it makes it durable first.
-func TestReusedBootProofIsDurable(t *testing.T) {
+// proofLinkedNotDurable acquires claim "a", activates it and reboots; a
+// first classifier then dies right after linking the claim's boot proof
+// (the hook sees the proof's directory fsync as the first SyncDir of
+// proofs/), so the proof is linked and not durable.
+func proofLinkedNotDurable(t *testing.T) (*world, *claimstore.Claim) {
+	t.Helper()
 	w := newWorld(t, &crashfs.Options{})
 	for _, st := range []step{acquire("a", 1, 'a'), advance("a", active()), reboot()} {
 		if err := st.run(w); err != nil {
@@ -130,8 +132,6 @@ func TestReusedBootProofIsDurable(t *testing.T) {
 	}
 	c := w.claims["a"]
 	killed := errors.New("killed")
-	// The first classifier dies right after linking its proof: the hook
-	// sees the proof's directory fsync as the first SyncDir of proofs/.
 	first := w.open(w.fs, w.host, nil)
 	w.fs.SetHook(func(call crashfs.Call) error {
 		if call.Op == "syncdir" && call.Path == root+"/"+claimstore.ProofDir {
@@ -143,6 +143,14 @@ func TestReusedBootProofIsDurable(t *testing.T) {
 		t.Fatalf("first classify: %v, want it killed", err)
 	}
 	w.fs.Resume()
+	return w, c
+}
+
+// The same for a boot proof that another classifier linked and did not
+// make durable: a classifier that finds it under the derived id and
+// relies on it makes it durable first.
+func TestReusedBootProofIsDurable(t *testing.T) {
+	w, c := proofLinkedNotDurable(t)
 	second := w.open(w.fs, w.host, nil)
 	res, err := second.Classify(context.Background(), c.Seat, c.Session, nil)
 	if err != nil || res.Outcome != claimstore.OutcomeStopped {
@@ -177,25 +185,7 @@ func TestReusedBootProofNotDurableFails(t *testing.T) {
 		{Op: errorfs.OpSyncDir, Path: errorfs.Suffix("/" + claimstore.ProofDir), Kind: errorfs.Lose, Times: 1},
 	} {
 		t.Run(fmt.Sprintf("%s-%s", rule.Kind, rule.Op), func(t *testing.T) {
-			w := newWorld(t, &crashfs.Options{})
-			for _, st := range []step{acquire("a", 1, 'a'), advance("a", active()), reboot()} {
-				if err := st.run(w); err != nil {
-					t.Fatalf("%s: %v", st.name, err)
-				}
-			}
-			c := w.claims["a"]
-			killed := errors.New("killed")
-			first := w.open(w.fs, w.host, nil)
-			w.fs.SetHook(func(call crashfs.Call) error {
-				if call.Op == "syncdir" && call.Path == root+"/"+claimstore.ProofDir {
-					return killed
-				}
-				return nil
-			})
-			if _, err := first.Classify(context.Background(), c.Seat, c.Session, nil); !errors.Is(err, killed) {
-				t.Fatalf("first classify: %v, want it killed", err)
-			}
-			w.fs.Resume()
+			w, c := proofLinkedNotDurable(t)
 			heads := func() [2]uint64 {
 				t.Helper()
 				var out [2]uint64

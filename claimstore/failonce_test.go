@@ -203,15 +203,8 @@ func TestBarrierStopClosesTemporaries(t *testing.T) {
 					}
 					return nil
 				})
-				seat, err := claimstore.SeatKey("s", "p", "/w")
-				if err != nil {
-					t.Fatal(err)
-				}
-				session, err := claimstore.SessionKey("x")
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, err = s.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: 4100, Start: "500"}})
+				seat, session := pairKeys(t)
+				_, err := s.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: 4100, Start: "500"}})
 				if !stopped {
 					t.Fatalf("the acquire met no %s barrier on the %s key (err %v)", b, kind, err)
 				}
@@ -230,14 +223,7 @@ func TestBarrierStopClosesTemporaries(t *testing.T) {
 // rival linked it meanwhile) closes the temporary, without an fsync.
 func TestLostRaceClosesTemporary(t *testing.T) {
 	w := newWorld(t, &crashfs.Options{})
-	seat, err := claimstore.SeatKey("s", "p", "/w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	session, err := claimstore.SessionKey("x")
-	if err != nil {
-		t.Fatal(err)
-	}
+	seat, session := pairKeys(t)
 	fields := claimstore.AcquireFields{Owner: claimstore.Owner{PID: 4100, Start: "500"}}
 	rival := w.open(w.fs, w.host, nil)
 	tr := &tempTracker{FS: w.fs}
@@ -260,4 +246,18 @@ func TestLostRaceClosesTemporary(t *testing.T) {
 	if n := tr.open.Load(); n != 0 {
 		t.Errorf("%d temporaries left open by the losing writer", n)
 	}
+}
+
+// pairKeys returns a seat key and a session key for one pair.
+func pairKeys(t *testing.T) (claimstore.Key, claimstore.Key) {
+	t.Helper()
+	seat, err := claimstore.SeatKey("s", "p", "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := claimstore.SessionKey("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seat, session
 }

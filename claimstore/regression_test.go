@@ -332,14 +332,20 @@ func TestGapBelowFreeHead(t *testing.T) {
 	}
 }
 
-// TestMovedReleaseDryRunMatchesRun: the dry run of a moved-release
-// completion reports what the real run then reports.
-func TestMovedReleaseDryRunMatchesRun(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
-	s := openOn(t, root, host)
-	seat, session := testKeys(t)
+// movedRelease builds a moved release: claim x (owner 4100, gone) released
+// with cohortProof "x", cut between the keys (the seat stopped, the session
+// not), then the seat taken by another claim (owner 4200, alive) with
+// another session. before, if not nil, steps x first.
+func movedRelease(t *testing.T, before func(s *Store, x *Claim)) (root string, host *fakeHost, s *Store, seat, session Key) {
+	t.Helper()
+	root = filepath.Join(t.TempDir(), "root")
+	host = &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
+	s = openOn(t, root, host)
+	seat, session = testKeys(t)
 	x := claim4100(t, s, seat, session)
+	if before != nil {
+		before(s, x)
+	}
 	cutAt(s, BarrierBetweenKeys)
 	if err := s.Release(x, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
 		t.Fatal(err)
@@ -350,6 +356,13 @@ func TestMovedReleaseDryRunMatchesRun(t *testing.T) {
 	if _, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
 		t.Fatal(err)
 	}
+	return root, host, s, seat, session
+}
+
+// TestMovedReleaseDryRunMatchesRun: the dry run of a moved-release
+// completion reports what the real run then reports.
+func TestMovedReleaseDryRunMatchesRun(t *testing.T) {
+	_, _, s, seat, session := movedRelease(t, nil)
 	summary := func(r *Result) string {
 		code := Code("")
 		if r.Refusal != nil {
