@@ -6,56 +6,31 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/claimstore/claimstore/claimstore/etcdbackend/rooturl"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
 // Scheme is the URL scheme of an etcd claim root: etcd://host:port[,host:port...]/prefix.
-const Scheme = "etcd://"
+const Scheme = rooturl.Scheme
 
 // IsRoot reports whether root names an etcd claim root (etcd://...).
-func IsRoot(root string) bool { return strings.HasPrefix(root, Scheme) }
+func IsRoot(root string) bool { return rooturl.Is(root) }
 
 // RootError is a malformed etcd root URL.
-type RootError struct {
-	Root   string
-	Reason string
-}
-
-func (e *RootError) Error() string {
-	return fmt.Sprintf("etcd root %q: %s (want etcd://host:2379[,host:2379...]/prefix)", e.Root, e.Reason)
-}
+type RootError = rooturl.Error
 
 // ParseRoot splits an etcd root, etcd://host1:2379,host2:2379/prefix, into
 // its endpoints (host:port) and its key prefix ("/prefix"). Every
 // endpoint needs a port, and the prefix must name something: a claim root
-// never takes the whole keyspace.
+// never takes the whole keyspace. It is rooturl.Parse, which a program can
+// link without the etcd client.
 func ParseRoot(root string) (endpoints []string, prefix string, err error) {
-	rest, ok := strings.CutPrefix(root, Scheme)
-	if !ok {
-		return nil, "", &RootError{root, "it does not start with " + Scheme}
-	}
-	hosts, path, _ := strings.Cut(rest, "/")
-	if hosts == "" {
-		return nil, "", &RootError{root, "it names no endpoint"}
-	}
-	for _, h := range strings.Split(hosts, ",") {
-		host, port, err := net.SplitHostPort(h)
-		if err != nil || host == "" || port == "" {
-			return nil, "", &RootError{root, fmt.Sprintf("endpoint %q is not host:port", h)}
-		}
-		endpoints = append(endpoints, h)
-	}
-	prefix = "/" + strings.TrimRight(path, "/")
-	if prefix == "/" || strings.Contains(prefix, "//") || strings.ContainsAny(prefix, "?#\x00") {
-		return nil, "", &RootError{root, fmt.Sprintf("key prefix %q must name something, such as /claims, without empty components, ? or #", prefix)}
-	}
-	return endpoints, prefix, nil
+	return rooturl.Parse(root)
 }
 
 // Config is how to reach the cluster of an etcd root. A nil *Config means

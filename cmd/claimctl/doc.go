@@ -34,4 +34,10 @@
 // 7 fsck found errors, 8 timeout (wait, run --wait); run otherwise exits with
 // its command's status. REFERENCE.md is the
 // full reference; `claimctl help` prints the same tables.
+//
+// claimctl links no etcd client, to keep its start-up short (a racing
+// supervisor starts it once per attempt): a command on an etcd root is
+// handed, whole and unchanged, to claimctl-etcd — the same command line with
+// the client linked — found next to claimctl or on $PATH. The command line
+// itself is internal/cli.
 package main

@@ -1,0 +1,51 @@
+package rooturl
+
+import (
+	"fmt"
+	"net"
+	"strings"
+)
+
+// Scheme is the URL scheme of an etcd claim root: etcd://host:port[,host:port...]/prefix.
+const Scheme = "etcd://"
+
+// Is reports whether root names an etcd claim root (etcd://...), well
+// formed or not: Parse says which.
+func Is(root string) bool { return strings.HasPrefix(root, Scheme) }
+
+// Error is a malformed etcd root URL.
+type Error struct {
+	Root   string
+	Reason string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("etcd root %q: %s (want etcd://host:2379[,host:2379...]/prefix)", e.Root, e.Reason)
+}
+
+// Parse splits an etcd root, etcd://host1:2379,host2:2379/prefix, into its
+// endpoints (host:port) and its key prefix ("/prefix"). Every endpoint
+// needs a port, and the prefix must name something: a claim root never
+// takes the whole keyspace. A malformed root is an *Error.
+func Parse(root string) (endpoints []string, prefix string, err error) {
+	rest, ok := strings.CutPrefix(root, Scheme)
+	if !ok {
+		return nil, "", &Error{root, "it does not start with " + Scheme}
+	}
+	hosts, path, _ := strings.Cut(rest, "/")
+	if hosts == "" {
+		return nil, "", &Error{root, "it names no endpoint"}
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil || host == "" || port == "" {
+			return nil, "", &Error{root, fmt.Sprintf("endpoint %q is not host:port", h)}
+		}
+		endpoints = append(endpoints, h)
+	}
+	prefix = "/" + strings.TrimRight(path, "/")
+	if prefix == "/" || strings.Contains(prefix, "//") || strings.ContainsAny(prefix, "?#\x00") {
+		return nil, "", &Error{root, fmt.Sprintf("key prefix %q must name something, such as /claims, without empty components, ? or #", prefix)}
+	}
+	return endpoints, prefix, nil
+}

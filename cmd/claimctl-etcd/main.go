@@ -1,0 +1,15 @@
+package main
+
+import (
+	"os"
+
+	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/etcdbackend"
+	"github.com/claimstore/claimstore/internal/cli"
+)
+
+func main() { os.Exit(cli.Main(&cli.Options{OpenEtcd: openEtcd})) }
+
+func openEtcd(root string, c cli.EtcdConn) (claimstore.Backend, error) {
+	return etcdbackend.Open(root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
+}

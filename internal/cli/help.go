@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"reflect"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/claimstore/claimstore/claimstore"
+)
+
+const modulePath = "github.com/claimstore/claimstore"
+
+// version is set at link time (-ldflags "-X main.version=v1.2.3"); by
+// default it is the module version from the build info.
+var version = ""
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+var versionCmd = &command{
+	name:    "version",
+	args:    "[--json]",
+	summary: "Print claimctl's version.",
+	noRoot:  true,
+	define: func(fs *flag.FlagSet, c *common) func(*env) error {
+		return func(e *env) error {
+			j := versionJSON{Version: buildVersion(), Module: modulePath, Go: runtime.Version()}
+			if c.json {
+				writeJSON(e.stdout, j)
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "claimctl %s (%s, %s)\n", j.Version, j.Module, j.Go)
+			return nil
+		}
+	},
+}
+
+// helpTopics are the help pages that are not commands.
+var helpTopics = map[string]func(io.Writer){
+	"exit-codes": printExitCodes,
+	"json":       printJSONHelp,
+	"root":       printRootHelp,
+}
+
+var helpCmd = &command{
+	name:       "help",
+	args:       "[COMMAND | exit-codes | json | root]",
+	summary:    "Print help: the command list, a command's usage, or a topic.",
+	noRoot:     true,
+	noJSON:     true,
+	positional: true,
+	define: func(fs *flag.FlagSet, c *common) func(*env) error {
+		return func(e *env) error {
+			switch fs.NArg() {
+			case 0:
+				fmt.Fprint(e.stdout, mainUsage(helpWidth(e.stdout)))
+				return nil
+			case 1:
+			default:
+				return usagef("help takes one command or topic, not %d", fs.NArg())
+			}
+			name := fs.Arg(0)
+			if cmd := lookupCommand(name); cmd != nil {
+				cmd.printHelp(e.stdout)
+				return nil
+			}
+			if t := helpTopics[name]; t != nil {
+				t(e.stdout)
+				return nil
+			}
+			return usagef("no command or help topic %q; run 'claimctl help' for the list", name)
+		}
+	},
+}
+
+// mainIntro is the first paragraph of `claimctl help` and the man page's
+// description.
+const mainIntro = `claimctl is the operator tool of claimstore: crash-safe writer claims on
+seats and sessions, kept as append-only revisions under a claim root.`
+
+// mainGlobal says which flags every command takes and where the root is.
+const mainGlobal = `Every command but help and completion takes --json (one JSON document on
+standard output; NDJSON for classify --all) and, except version, --root DIR;
+these two may also come before the command (claimctl --root DIR show ...),
+not in both places. The root is --root, else $CLAIMSTORE_ROOT, else
+/var/lib/claimstore for root and $XDG_STATE_HOME/claimstore (or
+~/.local/state/claimstore) for others.`
+
+func mainUsage(width int) string {
+	var b strings.Builder
+	b.WriteString(wrapDoc(mainIntro, width) + "\n\n")
+	b.WriteString("usage: claimctl [--root DIR] [--json] COMMAND [flags]\n\nCommands:\n")
+	var rows [][]string
+	for _, c := range commands {
+		rows = append(rows, []string{c.name, c.summary})
+	}
+	table(&b, "  ", rows, width)
+	b.WriteString("\n" + wrapDoc(mainGlobal, width) + "\n\n")
+	printExitCodesWidth(&b, width)
+	b.WriteString("\n" + wrapDoc(`Run 'claimctl help COMMAND' for a command's flags, 'claimctl help json' for
+the JSON field names, 'claimctl help root' for the claim root.`, width) + "\n")
+	return b.String()
+}
+
+func printExitCodes(w io.Writer) { printExitCodesWidth(w, helpWidth(w)) }
+
+func printExitCodesWidth(w io.Writer, width int) {
+	fmt.Fprintln(w, "Exit codes:")
+	var rows [][]string
+	for _, x := range exitCodes {
+		rows = append(rows, []string{strconv.Itoa(int(x.Code)), x.Name, x.Meaning})
+	}
+	table(w, "  ", rows, width)
+	fmt.Fprintln(w, "\nRefusal codes:")
+	rows = nil
+	for _, code := range claimstore.Codes {
+		rows = append(rows, []string{string(code), fmt.Sprintf("exit %d", refusalExit[code]), refusalDocs[code]})
+	}
+	table(w, "  ", rows, width)
+}
+
+// jsonFields returns the json names of a struct's fields, in order.
+func jsonFields(v any) []string {
+	t := reflect.TypeOf(v)
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" || !t.Field(i).IsExported() {
+			continue
+		}
+		if name == "" {
+			name = t.Field(i).Name
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+func printJSONHelp(w io.Writer) {
+	width := helpWidth(w)
+	fmt.Fprintln(w, `JSON documents and their fields (stable names; see REFERENCE.md):`)
+	for _, t := range jsonTypes {
+		fmt.Fprintf(w, "\n%s\n", wrapLines(t.Name+" — "+t.Where, 0, 4, width))
+		var rows [][]string
+		for _, f := range jsonFields(t.Value) {
+			rows = append(rows, []string{f, t.Fields[f]})
+		}
+		table(w, "  ", rows, width)
+	}
+}
+
+func printRootHelp(w io.Writer) { fmt.Fprintln(w, wrapDoc(rootHelp, helpWidth(w))) }
+
+const rootHelp = `The claim root is the directory that holds every key's history:
+
+  <root>/seat/<hash>/r0000000001.json      revisions of a seat key
+  <root>/session/<hash>/r0000000001.json   revisions of a session key
+  <root>/proofs/boot-<24 hex>.json         boot proofs classify issued
+
+It is chosen by --root, else $CLAIMSTORE_ROOT, else /var/lib/claimstore when
+running as root and $XDG_STATE_HOME/claimstore (or ~/.local/state/claimstore)
+otherwise. The first write creates it, mode 0700; for the default root,
+claimctl also creates its missing parents (0700). A root given by --root or
+$CLAIMSTORE_ROOT must have an existing parent. A root that is a symlink, not a
+directory, or writable by other users is refused. Commands that only read
+(show, log, classify --dry-run) create nothing; on a root that does not exist
+they see no revisions. fsck and classify --all fail (exit 1) on a missing root
+named by --root or $CLAIMSTORE_ROOT, a likely typo, and report an empty root
+for the default one. They refuse a directory that holds entries and none of
+seat/, session/ or proofs/: it is not a claim root.
+
+A root may also be kept in an etcd v3 cluster, etcd://host:2379[,host:2379...]/prefix,
+with the same layout and record bytes under the key prefix. claimctl links no
+etcd client, to keep its start-up short: it hands a command on an etcd root,
+unchanged, to claimctl-etcd (the same command line with the client linked),
+found beside claimctl or on $PATH, which replaces its process; without it,
+the command fails (exit 1) and says how to install it.
+
+Claims record this machine's id (/etc/machine-id). When it cannot be read,
+the commands that judge or take claims fail and say how to fix it. If it
+changed, claims taken under the old id read as another machine's: put the old
+id back, classify or release them, then install the new one (REFERENCE.md).`

@@ -1,0 +1,554 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/unitprobe"
+)
+
+var acquireCmd = &command{
+	name:    "acquire",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] --seat S --project P --workspace W --session ID [--owner-pid PID] [--incarnation JSON] [--claim-id ID] [--unit NAME] [--set NAME=JSON]...",
+	summary: "Take a new writer claim on a pair, reserved, and print it.",
+	doc: `
+acquire publishes a new claim, reserved, on the seat key and then on the
+session key. It refuses when either key is held: already-active (exit 3) for a
+live or possibly live owner, unsafe-replacement (4) for a state nobody can
+prove over, foreign-host (5) for a claim of another machine.
+
+The owner is the process that owns the claim: by default claimctl's parent
+(the shell or supervisor that runs it), or --owner-pid, whose start time is
+read from /proc/PID/stat. A claim is held while its owner lives; once the
+owner is gone, classify judges it.
+
+It prints the claim: its id and the revision it published on each key. Pass
+them to advance and release as --claim, --seat-rev and --session-rev.
+
+--claim-id chooses the id. An id that a key's head under the root already
+carries is refused (exit 1): a claim id names one claim on one pair. The check
+reads every key's head (only an explicit id pays for it), compares heads only,
+and is not atomic against another acquire naming the same id; each record
+names its own pair, which classify --all pairs by.`,
+	define: func(fs *flag.FlagSet, c *common) func(*env) error {
+		var kf keyFlags
+		kf.register(fs)
+		ownerPID := fs.Int("owner-pid", 0, "the owner process `pid` (default: claimctl's parent process)")
+		incarnation := fs.String("incarnation", "", "the owner's incarnation, any `JSON` value")
+		claimID := fs.String("claim-id", "", "the new claim's `id` (default: a fresh random one)")
+		unit := fs.String("unit", "", "the systemd unit `name` the writer will run in (default: mosaic-chat-<claim id>)")
+		sets := setFlags{}
+		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable), e.g. --set leaf='\"abc\"' --set generation=3")
+		return func(e *env) error {
+			seat, session, err := kf.pair(c)
+			if err != nil {
+				return err
+			}
+			if c.set["claim-id"] {
+				if err := claimIDFlag("claim-id", *claimID); err != nil {
+					return err
+				}
+			}
+			if c.set["unit"] {
+				if err := unitprobe.ValidateName(systemdName(*unit)); err != nil {
+					return usagef("--unit %q: %v", *unit, err)
+				}
+			}
+			if c.set["incarnation"] {
+				if !json.Valid([]byte(*incarnation)) {
+					return usagef("--incarnation %q is not a JSON value (quote strings: --incarnation '\"x\"')", *incarnation)
+				}
+				if err := exactJSON(*incarnation); err != nil {
+					return usagef("--incarnation: %v", err)
+				}
+			}
+			host := e.host()
+			pid := os.Getppid()
+			if c.set["owner-pid"] {
+				if *ownerPID <= 0 {
+					return usagef("--owner-pid %d is not a process id", *ownerPID)
+				}
+				pid = *ownerPID
+			}
+			owner, err := ownerOf(host, pid)
+			if err != nil {
+				if c.set["owner-pid"] {
+					return usagef("--owner-pid %d: %v", pid, err)
+				}
+				return fmt.Errorf("cannot identify claimctl's parent process %d as the owner: %w; pass --owner-pid", pid, err)
+			}
+			if c.set["incarnation"] {
+				owner.Incarnation = json.RawMessage(*incarnation)
+			}
+			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
+			if err != nil {
+				return err
+			}
+			if err := e.checkMachineID(); err != nil {
+				return err
+			}
+			s, err := e.openStore(rc, true)
+			if err != nil {
+				return err
+			}
+			if c.set["claim-id"] {
+				if err := claimIDInUse(s, *claimID); err != nil {
+					return err
+				}
+			}
+			// The store reads a held head without listing its key, so a
+			// gap below it would be refused as "already active, wait for
+			// the owner": look for gaps first and name them.
+			for _, k := range []claimstore.Key{seat, session} {
+				if g := gapOf(s, k); g != nil {
+					return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, Reason: g.reason(), Hint: gapHint(s)}
+				}
+			}
+			f := claimstore.AcquireFields{ClaimID: *claimID, Owner: owner, UnitName: *unit}
+			if len(sets) > 0 {
+				f.Fields = sets
+			}
+			cl, err := s.Acquire(seat, session, f)
+			if err != nil {
+				return err
+			}
+			return printClaim(e, c, s, cl, "acquired")
+		}
+	},
+}
+
+// claimIDInUse refuses a --claim-id that a key's head under the root
+// already carries: a claim id names one claim on one pair, and show
+// --claim, advance, release and the reference pair keys by it.
+//
+// It reads every key's head (what `claimctl list` reads), so only an
+// explicit --claim-id pays for it; a generated id (96 random bits) is not
+// checked. Its limits: it compares heads only, so an id that survives only
+// below a key's head (its keys since taken by other claims) is not seen,
+// which nothing that pairs by heads can trip on; and it is not atomic, so
+// two acquires racing with the same new id on two pairs can both pass it.
+// For those, each record names its own pair (the pair member), and
+// classify --all pairs keys as it says.
+func claimIDInUse(s *claimstore.Store, id string) error {
+	var found error
+	dir, err := headsOfClaim(s, id, func(k claimstore.Key, n uint64, rec *claimstore.Record) bool {
+		what := fmt.Sprintf("%s r%d (%s)", k, n, s.RevisionPath(k, n))
+		if seat, session, ok := pairOfRecord(rec); ok {
+			what += fmt.Sprintf(", of the pair %s + %s", seat, session)
+		}
+		found = fmt.Errorf("--claim-id %s is in use: it is the claim at the head of %s; a claim id names one claim on one pair: choose another id, or omit --claim-id for a fresh one", id, what)
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("checking that --claim-id %s is not in use: listing %s: %w", id, dir, err)
+	}
+	return found
+}
+
+// headsOfClaim calls fn with every key whose readable head belongs to
+// claim id, seat keys first, until fn returns false. It reads every key's
+// head. On a failure to list a kind's keys it returns that directory.
+func headsOfClaim(s *claimstore.Store, id string, fn func(k claimstore.Key, n uint64, rec *claimstore.Record) (more bool)) (string, error) {
+	be := s.Backend()
+	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
+		locs, err := be.Locs(kind)
+		if err != nil {
+			return s.Path(string(kind)), err
+		}
+		for _, loc := range locs {
+			n, data, rerr, err := be.Head(loc)
+			if err != nil || rerr != nil || n == 0 {
+				continue
+			}
+			k, ok := keyOfData(data, loc)
+			if !ok {
+				continue
+			}
+			rec, err := claimstore.DecodeRecord(data, k, n)
+			if err != nil || rec.ClaimID != id {
+				continue
+			}
+			if !fn(k, n, rec) {
+				return "", nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// ownerOf identifies process pid as an owner: its start time, this boot and
+// its PID namespace (its pid means something only there).
+func ownerOf(host hostid.Host, pid int) (claimstore.Owner, error) {
+	start, err := host.StartTime(pid)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return claimstore.Owner{}, fmt.Errorf("no process %d (/proc/%d/stat does not exist)", pid, pid)
+		}
+		return claimstore.Owner{}, err
+	}
+	boot, err := host.BootID()
+	if err != nil {
+		return claimstore.Owner{}, err
+	}
+	ns, err := host.PIDNamespace(pid)
+	if err != nil {
+		// Recording no namespace would let a judge in the initial namespace
+		// read this pid as its own: refuse instead.
+		return claimstore.Owner{}, fmt.Errorf("cannot read the PID namespace of process %d (/proc/%d/ns/pid): %w; run claimctl as root or as the owner's user", pid, pid, err)
+	}
+	return claimstore.Owner{PID: pid, Start: start, Boot: boot, PIDNS: ns}, nil
+}
+
+// revFlags are --seat-rev and --session-rev: the fence of advance and
+// release.
+type revFlags struct{ seat, session uint64 }
+
+func (r *revFlags) register(fs *flag.FlagSet) {
+	fs.Uint64Var(&r.seat, "seat-rev", 0, "the claim's last revision `N` on the seat key (default: the seat's head, if it is the claim's)")
+	fs.Uint64Var(&r.session, "session-rev", 0, "the claim's last revision `N` on the session key (default: the session's head, if it is the claim's)")
+}
+
+func (r *revFlags) validate(c *common) error {
+	if c.set["seat-rev"] != c.set["session-rev"] {
+		return usagef("give both --seat-rev and --session-rev, or neither (then the heads are used if they are the claim's)")
+	}
+	if c.set["seat-rev"] {
+		for _, v := range []struct {
+			n    string
+			rev  uint64
+			flag string
+		}{{"seat", r.seat, "seat-rev"}, {"session", r.session, "session-rev"}} {
+			if v.rev == 0 || v.rev > claimstore.MaxRevision {
+				return usagef("--%s %d: revisions are numbered from 1 to %d", v.flag, v.rev, uint64(claimstore.MaxRevision))
+			}
+		}
+	}
+	return nil
+}
+
+// loadClaim rebuilds the claim named on the command line, fenced on the
+// given revisions, or on the current heads when they belong to the claim.
+//
+// It also returns the record of the claim's session revision: when it says
+// less than the seat's (the claim's latest), the claim's last step was cut
+// between the keys. A retry naming the revisions the caller held before
+// that step finds the seat one revision ahead, the claim's own: that
+// revision is taken as the claim's, not as a head that moved.
+func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *common, r *revFlags) (*claimstore.Claim, *claimstore.Record, error) {
+	refuse := func(format string, a ...any) error {
+		return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, ClaimID: id,
+			Reason: fmt.Sprintf(format, a...),
+			Hint:   "read the heads with `claimctl show` and the history with `claimctl log`; name the claim's own last revisions with --seat-rev and --session-rev"}
+	}
+	// A claim id that no revision of either key carries is not a claim
+	// that moved: it is not found (exit 1), a mistyped id or wrong keys.
+	notFound := func() error {
+		for _, k := range []claimstore.Key{seat, session} {
+			revs, err := s.Revisions(k)
+			if err != nil {
+				return nil
+			}
+			for _, r := range revs {
+				if r.Record != nil && r.Record.ClaimID == id {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("claim %s not found: no revision of %s (%s) or %s (%s) belongs to it; check the id (acquire printed it) and the keys", id, seat, s.KeyDir(seat), session, s.KeyDir(session))
+	}
+	cl := &claimstore.Claim{ID: id, Seat: seat, Session: session}
+	var recs [2]*claimstore.Record
+	for i, k := range []claimstore.Key{seat, session} {
+		var n uint64
+		var rec *claimstore.Record
+		var damage error
+		if c.set["seat-rev"] {
+			n = []uint64{r.seat, r.session}[i]
+			data, err := s.Backend().Read(k.Loc(), n)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				if err := notFound(); err != nil {
+					return nil, nil, err
+				}
+				return nil, nil, refuse("%s has no revision %d (%s)", k, n, s.KeyDir(k))
+			case err != nil:
+				damage = err
+			default:
+				rec, damage = claimstore.DecodeRecord(data, k, n)
+			}
+			if i == 0 && damage == nil && rec.ClaimID == id {
+				h, err := s.Head(k)
+				if err == nil && h.N == n+1 && h.Record != nil && h.Record.ClaimID == id {
+					// The claim's own newer revision on the seat: a step cut
+					// after it, if the session is still where the caller
+					// says (else the step completed and the fence refuses).
+					if sh, err := s.Head(session); err == nil && sh.N == r.session {
+						n, rec = h.N, h.Record
+					}
+				}
+			}
+		} else {
+			h, err := s.Head(k)
+			if err != nil {
+				return nil, nil, fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(k), err)
+			}
+			if h.N == 0 {
+				if err := notFound(); err != nil {
+					return nil, nil, err
+				}
+				return nil, nil, refuse("%s has no revisions, so claim %s does not hold it", k, id)
+			}
+			n, rec, damage = h.N, h.Record, h.Damage
+		}
+		if damage != nil {
+			return nil, nil, refuse("revision %d of %s is damaged: %v", n, k, damage)
+		}
+		if rec.ClaimID != id {
+			if err := notFound(); err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, refuse("revision %d of %s belongs to claim %s, not %s", n, k, rec.ClaimID, id)
+		}
+		recs[i] = rec
+		if i == 0 {
+			cl.SeatRev = n
+		} else {
+			cl.SessionRev = n
+		}
+	}
+	// Every step publishes on the seat key first: the seat's revision is
+	// the claim's latest record.
+	cl.Record = recs[0]
+	mine, err := s.Host().MachineID()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read this machine's id: %w", err)
+	}
+	if cl.Record.Host.MachineID != mine {
+		return nil, nil, &claimstore.Refusal{Code: claimstore.ForeignHost, Keys: []claimstore.Key{seat, session}, ClaimID: id,
+			Reason: fmt.Sprintf("claim %s was taken on machine %q; this is machine %s", id, cl.Record.Host.MachineID, mine),
+			Hint:   "advance or release the claim on the machine that took it"}
+	}
+	return cl, recs[1], nil
+}
+
+var advanceCmd = &command{
+	name:    "advance",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] --claim ID --seat S --project P --workspace W --session ID [--seat-rev N --session-rev N] [--state STATE] [--spawn-marker] [--set NAME=JSON]...",
+	summary: "Publish the next revision of a claim, with a new state or members, on both keys.",
+	doc: `
+advance publishes the claim's record, patched, on the seat key and then on the
+session key. It is fenced: each key's head must still be the claim's revision
+named by --seat-rev and --session-rev, or, when both are omitted, the heads are
+read and used only if both belong to --claim. A head that moved is refused
+(unsafe-replacement, exit 4). A claim taken on another machine is refused
+(foreign-host, exit 5).
+
+--state is reserved, active, stopping or uncertain (use release to stop).
+--spawn-marker records that a writer may have been spawned; classify never
+frees such a claim on an absent unit.`,
+	define: func(fs *flag.FlagSet, c *common) func(*env) error {
+		var ref claimRef
+		ref.register(fs)
+		state := fs.String("state", "", "the new `state`: reserved, active, stopping or uncertain")
+		marker := fs.Bool("spawn-marker", false, "record that a writer may have been spawned (spawnMarker: true)")
+		sets := setFlags{}
+		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable)")
+		return func(e *env) error {
+			seat, session, err := ref.parse(c, "advance")
+			if err != nil {
+				return err
+			}
+			p := claimstore.Patch{Fields: map[string]any{}}
+			if c.set["state"] {
+				st := claimstore.State(*state)
+				switch {
+				case !st.Valid():
+					return usagef("--state %q: want reserved, active, stopping or uncertain", *state)
+				case st == claimstore.Stopped:
+					return usagef("--state stopped: use `claimctl release --proof KIND[:REF]`, which records why the writer is over")
+				}
+				p.State = st
+			}
+			for k, v := range sets {
+				p.Fields[k] = v
+			}
+			if *marker {
+				p.Fields["spawnMarker"] = true
+			}
+			if p.State == "" && len(p.Fields) == 0 {
+				return usagef("nothing to advance: give --state, --spawn-marker or --set")
+			}
+			satisfied := func(r *claimstore.Record) bool {
+				if r.State == claimstore.Stopped && r.Proof != nil || p.State != "" && r.State != p.State {
+					return false
+				}
+				for name, v := range p.Fields {
+					got, ok := r.Fields.Get(name)
+					want, err := json.Marshal(v)
+					if !ok || err != nil || !jsonEqual(got, want) {
+						return false
+					}
+				}
+				return true
+			}
+			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "advanced", satisfied, func(s *claimstore.Store, cl *claimstore.Claim) error {
+				return s.Advance(cl, p)
+			})
+		}
+	},
+}
+
+var releaseCmd = &command{
+	name:    "release",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] --claim ID --seat S --project P --workspace W --session ID [--seat-rev N --session-rev N] --proof KIND[:REF]",
+	summary: "Publish stopped with a proof on both keys of a claim, freeing the pair.",
+	doc: `
+release publishes the claim's record as stopped, with the proof, on the seat key
+and then on the session key, fenced as advance is. The proof says why nothing
+still runs: cohortProof:REF (the supervisor's proof that its writer cohort
+stopped), no-unit (nothing was ever spawned), or boot:ID (a boot proof). A
+release cut between the keys is completed by classify.`,
+	define: func(fs *flag.FlagSet, c *common) func(*env) error {
+		var ref claimRef
+		ref.register(fs)
+		proof := fs.String("proof", "", "the proof `KIND[:REF]`: cohortProof:REF, no-unit, or boot:ID")
+		return func(e *env) error {
+			seat, session, err := ref.parse(c, "release")
+			if err != nil {
+				return err
+			}
+			if !c.set["proof"] {
+				return usagef("--proof is missing: a release records why nothing still runs (cohortProof:REF, no-unit or boot:ID)")
+			}
+			pr, err := parseProof(*proof)
+			if err != nil {
+				return err
+			}
+			satisfied := func(r *claimstore.Record) bool {
+				return r.State == claimstore.Stopped && r.Proof != nil && r.Proof.Kind == pr.Kind && r.Proof.Ref == pr.Ref
+			}
+			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "released", satisfied, func(s *claimstore.Store, cl *claimstore.Claim) error {
+				return s.Release(cl, pr)
+			})
+		}
+	},
+}
+
+// claimRef names an existing claim on the command line: its keys, its id,
+// and optionally the revisions to fence on.
+type claimRef struct {
+	kf keyFlags
+	rf revFlags
+	id *string
+}
+
+func (r *claimRef) register(fs *flag.FlagSet) {
+	r.kf.register(fs)
+	r.rf.register(fs)
+	r.id = fs.String("claim", "", "the claim `id` (as acquire printed it)")
+}
+
+// parse checks the flags before anything is touched, and returns the keys.
+func (r *claimRef) parse(c *common, verb string) (seat, session claimstore.Key, err error) {
+	if seat, session, err = r.kf.pair(c); err != nil {
+		return seat, session, err
+	}
+	if !c.set["claim"] {
+		return seat, session, usagef("--claim is missing: name the claim to %s (its id as acquire printed it)", verb)
+	}
+	if err := claimIDFlag("claim", *r.id); err != nil {
+		return seat, session, err
+	}
+	return seat, session, r.rf.validate(c)
+}
+
+// stepClaim opens the root for writing, loads the named claim fenced on the
+// revisions given (or the current heads), runs step on it, and prints it.
+//
+// satisfied reports whether a record already is what this step publishes:
+// a retry of a step cut between the keys is then finished, not repeated.
+func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *revFlags, verb string, satisfied func(*claimstore.Record) bool, step func(*claimstore.Store, *claimstore.Claim) error) error {
+	rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
+	if err != nil {
+		return err
+	}
+	if err := e.checkMachineID(); err != nil {
+		return err
+	}
+	s, err := e.openStore(rc, true)
+	if err != nil {
+		return err
+	}
+	cl, sessionRec, err := loadClaim(s, id, seat, session, c, rf)
+	if err != nil {
+		return err
+	}
+	if cutStep(cl, sessionRec) {
+		// The claim's last step reached the seat and not the session.
+		fverb, fflags := finishFlags(cl.Record)
+		finish := stepCommand(fverb, s.Root(), cl, cl.SeatRev, cl.SessionRev, fflags)
+		if !satisfied(cl.Record) {
+			return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, ClaimID: id,
+				Reason: fmt.Sprintf("claim %s's last step was cut between its keys: %s r%d (%s) is the claim's own, %s r%d has not caught up; this step is not that one", id, seat, cl.SeatRev, cl.Record.State, session, cl.SessionRev),
+				Hint:   fmt.Sprintf("finish the cut step first with `%s`, then run this step again naming --seat-rev %d --session-rev %d", finish, cl.SeatRev, cl.SessionRev+1)}
+		}
+		// This is the cut step, retried: publish its missing half.
+		if err := finishOnSession(s, cl); err != nil {
+			return err
+		}
+		return printClaim(e, c, s, cl, verb)
+	}
+	seatRev, sessionRev := cl.SeatRev, cl.SessionRev
+	if err := step(s, cl); err != nil {
+		var ref *claimstore.Refusal
+		if errors.As(err, &ref) {
+			gapRefusal(s, ref, seat, session)
+			return err
+		}
+		if cl.SeatRev != seatRev && cl.SessionRev == sessionRev {
+			return cutError(s, cl, err)
+		}
+		return err
+	}
+	return printClaim(e, c, s, cl, verb)
+}
+
+func printClaim(e *env, c *common, s *claimstore.Store, cl *claimstore.Claim, verb string) error {
+	r := cl.Record
+	j := claimJSON{Root: s.Root(), ClaimID: cl.ID,
+		Seat:    seatJSON{Seat: cl.Seat.Seat, Project: cl.Seat.Project, Workspace: cl.Seat.Workspace},
+		Session: cl.Session.Session, SeatRev: cl.SeatRev, SessionRev: cl.SessionRev,
+		State: string(r.State), Proof: proofOut(r.Proof), UnitName: r.UnitName(), SpawnMarker: r.SpawnMarker()}
+	o := judgeOwner(s.Host(), r)
+	j.Owner = &o
+	e.done = fmt.Sprintf("claim %s was %s: seat r%d, session r%d, state %s, under %s; `claimctl show --root %s --claim %s` shows it", cl.ID, verb, cl.SeatRev, cl.SessionRev, r.State, s.Root(), shellQuote(s.Root()), cl.ID)
+	if c.json {
+		writeJSON(e.stdout, j)
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\tclaim %s\n", verb, j.ClaimID)
+	fmt.Fprintf(tw, "seat\t%s\tr%d\n", cl.Seat, j.SeatRev)
+	fmt.Fprintf(tw, "session\t%s\tr%d\n", cl.Session, j.SessionRev)
+	st := j.State
+	if j.Proof != nil {
+		st += " (proof " + describeProof(j.Proof) + ")"
+	}
+	fmt.Fprintf(tw, "state\t%s\n", st)
+	if j.State != string(claimstore.Stopped) {
+		fmt.Fprintf(tw, "owner\tpid %d (%s)\n", o.PID, o.State)
+		fmt.Fprintf(tw, "unit\t%s\n", esc(j.UnitName))
+	}
+	if j.State != string(claimstore.Stopped) {
+		fmt.Fprintf(tw, "next\t--claim %s --seat-rev %s --session-rev %s\n", j.ClaimID, strconv.FormatUint(j.SeatRev, 10), strconv.FormatUint(j.SessionRev, 10))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,403 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/hostid"
+)
+
+var showCmd = &command{
+	name:    "show",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] (--seat S --project P --workspace W [--session ID] | --session ID | --claim ID)",
+	summary: "Show a pair, one key, or a claim: each key's head, its owner, the pair state and why it is held.",
+	doc: `
+With the seat flags and --session, show shows the pair; with only the seat flags
+or only --session, that key. With --claim, it finds the keys whose head belongs
+to that claim (reading every key's head under the root).
+
+For each key: the head revision, when it was written, the state the key reads
+as, the claim, and the owner with its state now (live, gone, unknown, invalid).
+For a pair: the pair state and why it is held, with what to do next.
+
+show only reads. Exit 0 whatever the state; 1 when the root or a key cannot
+be read, or no key's head belongs to --claim.`,
+	define: func(fs *flag.FlagSet, c *common) func(*env) error {
+		var kf keyFlags
+		kf.register(fs)
+		claim := fs.String("claim", "", "show the keys whose head belongs to claim `ID`")
+		return func(e *env) error {
+			var seat, session *claimstore.Key
+			if c.set["claim"] {
+				if kf.seatGiven(c) || c.set["session"] {
+					return usagef("name either keys or --claim, not both")
+				}
+				if err := claimIDFlag("claim", *claim); err != nil {
+					return err
+				}
+			} else {
+				if kf.seatGiven(c) {
+					k, err := kf.seatKey(c)
+					if err != nil {
+						return err
+					}
+					seat = &k
+				}
+				if c.set["session"] {
+					k, err := kf.sessionKey(c)
+					if err != nil {
+						return err
+					}
+					session = &k
+				}
+				if seat == nil && session == nil {
+					return usagef("name a pair, a key or a claim: --seat S --project P --workspace W, --session ID, or --claim ID")
+				}
+			}
+			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
+			if err != nil {
+				return err
+			}
+			if err := e.checkMachineID(); err != nil {
+				return err
+			}
+			e.rootMissing("show", rc)
+			s, err := e.openStore(rc, false)
+			if err != nil {
+				return err
+			}
+			if c.set["claim"] {
+				if seat, session, err = findClaim(s, *claim); err != nil {
+					return err
+				}
+			}
+			return show(e, c, s, seat, session)
+		}
+	},
+}
+
+// findClaim finds the keys whose head belongs to claim id, by reading every
+// key's head; a head's pair member names a partner whose head moved on.
+func findClaim(s *claimstore.Store, id string) (seat, session *claimstore.Key, err error) {
+	_, err = headsOfClaim(s, id, func(k claimstore.Key, _ uint64, rec *claimstore.Record) bool {
+		if k.Kind == claimstore.KindSeat {
+			seat = &k
+		} else {
+			session = &k
+		}
+		if ps, pss, ok := pairOfRecord(rec); ok {
+			if seat == nil {
+				seat = &ps
+			}
+			if session == nil {
+				session = &pss
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if seat == nil && session == nil {
+		return nil, nil, fmt.Errorf("no key under %s has claim %s at its head; the claim may have been released and superseded (read a key's history with `claimctl log`)", s.Root(), id)
+	}
+	return seat, session, nil
+}
+
+// keyOfData reads the key member of a revision and checks that it hashes
+// to the directory it was found in.
+func keyOfData(data []byte, loc claimstore.Loc) (claimstore.Key, bool) {
+	var r struct {
+		Key map[string]string `json:"key"`
+	}
+	if json.Unmarshal(data, &r) != nil {
+		return claimstore.Key{}, false
+	}
+	var k claimstore.Key
+	var err error
+	switch loc.Kind {
+	case claimstore.KindSeat:
+		k, err = claimstore.SeatKey(r.Key["seat"], r.Key["project"], r.Key["workspace"])
+	case claimstore.KindSession:
+		k, err = claimstore.SessionKey(r.Key["session"])
+	}
+	if err != nil || k.Hash() != loc.Hash || r.Key["kind"] != string(loc.Kind) {
+		return claimstore.Key{}, false
+	}
+	return k, true
+}
+
+// pairOfRecord reads the "pair" member this implementation records.
+func pairOfRecord(rec *claimstore.Record) (seat, session claimstore.Key, ok bool) {
+	raw, found := rec.Fields.Get("pair")
+	if !found {
+		return seat, session, false
+	}
+	var p struct {
+		Seat    map[string]string `json:"seat"`
+		Session map[string]string `json:"session"`
+	}
+	if json.Unmarshal(raw, &p) != nil {
+		return seat, session, false
+	}
+	seat, err1 := claimstore.SeatKey(p.Seat["seat"], p.Seat["project"], p.Seat["workspace"])
+	session, err2 := claimstore.SessionKey(p.Session["session"])
+	return seat, session, err1 == nil && err2 == nil
+}
+
+func show(e *env, c *common, s *claimstore.Store, seat, session *claimstore.Key) error {
+	out := showJSON{Root: s.Root()}
+	var heads []*claimstore.Head
+	for _, k := range []*claimstore.Key{seat, session} {
+		if k == nil {
+			heads = append(heads, nil)
+			continue
+		}
+		h, err := s.Head(*k)
+		if err != nil {
+			return fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(*k), err)
+		}
+		heads = append(heads, headAboveGap(s, h))
+	}
+	if heads[0] != nil {
+		j := headOut(s, heads[0])
+		out.Seat = &j
+	}
+	if heads[1] != nil {
+		j := headOut(s, heads[1])
+		out.Session = &j
+	}
+	if heads[0] != nil && heads[1] != nil {
+		p := &claimstore.Pair{Seat: heads[0], Session: heads[1]}
+		out.Pair = explainPair(s, p)
+	}
+	if c.json {
+		writeJSON(e.stdout, out)
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "root\t%s\n", esc(s.Root()))
+	var prevClaim string
+	for i, h := range []*headJSON{out.Seat, out.Session} {
+		if h == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", []string{"seat", "session"}[i], describeKeyJSON(h.Key), headLine(h, h.ClaimID != prevClaim))
+		prevClaim = h.ClaimID
+	}
+	if out.Pair != nil {
+		fmt.Fprintf(tw, "pair\t%s — %s\n", out.Pair.State, escText(out.Pair.Why))
+		if out.Pair.Next != "" {
+			fmt.Fprintf(tw, "next\t%s\n", escText(out.Pair.Next))
+		}
+	} else {
+		for _, h := range []*headJSON{out.Seat, out.Session} {
+			if h != nil && h.Held {
+				fmt.Fprintf(tw, "next\tshow the pair (both keys) to see why it is held; read the history with `claimctl log`\n")
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+// headLine is the rest of a key's row: revision, time, state, claim, owner.
+func headLine(h *headJSON, withOwner bool) string {
+	if h.Revision == 0 {
+		return "-\t-\tfree\tno revisions"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "r%d\t%s\t%s", h.Revision, orDash(esc(h.WrittenAt)), h.State)
+	if h.Damage != "" {
+		fmt.Fprintf(&b, "\tdamaged: %s", escText(h.Damage))
+		return b.String()
+	}
+	fmt.Fprintf(&b, "\tclaim %s", h.ClaimID)
+	if h.Proof != nil {
+		fmt.Fprintf(&b, "  proof %s", describeProof(h.Proof))
+	}
+	if h.Host != nil && !h.Host.ThisMachine {
+		fmt.Fprintf(&b, "  host: machine %s (foreign)", esc(h.Host.MachineID))
+	}
+	if withOwner && h.Owner != nil && h.Held {
+		fmt.Fprintf(&b, "  owner pid %d (%s: %s)", h.Owner.PID, h.Owner.State, escText(h.Owner.Reason))
+	}
+	if h.SpawnMarker && h.Held {
+		b.WriteString("  spawn-marked")
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func describeProof(p *proofJSON) string {
+	if p == nil {
+		return "-"
+	}
+	if p.Ref == nil {
+		return esc(p.Kind)
+	}
+	return esc(p.Kind) + ":" + esc(*p.Ref)
+}
+
+func describeKeyJSON(k keyJSON) string {
+	if k.Kind == string(claimstore.KindSeat) {
+		return fmt.Sprintf("seat %q (project %q, workspace %q)", k.Seat, k.Project, k.Workspace)
+	}
+	return fmt.Sprintf("session %q", k.Session)
+}
+
+// headOut describes a key's head, judging its owner now.
+func headOut(s *claimstore.Store, h *claimstore.Head) headJSON {
+	j := headJSON{Key: keyOut(h.Key, s.Root()), Revision: h.N, State: string(h.State()), Held: h.Held()}
+	if h.N != 0 {
+		j.Path = s.RevisionPath(h.Key, h.N)
+	}
+	if h.Damage != nil {
+		// Damage may come with no revision at all: a key directory that
+		// other users may write holds its key even when empty.
+		j.Damage = h.Damage.Error()
+		return j
+	}
+	if h.N == 0 {
+		return j
+	}
+	r := h.Record
+	j.RecordedState, j.ClaimID, j.WrittenAt = string(r.State), r.ClaimID, r.WrittenAt
+	j.Proof = proofOut(r.Proof)
+	j.UnitName, j.SpawnMarker = r.UnitName(), r.SpawnMarker()
+	j.Host = hostOut(s.Host(), r)
+	o := judgeOwner(s.Host(), r)
+	j.Owner = &o
+	return j
+}
+
+func hostOut(host hostid.Host, r *claimstore.Record) *hostJSON {
+	mine, merr := host.MachineID()
+	boot, berr := host.BootID()
+	return &hostJSON{MachineID: r.Host.MachineID, BootID: r.Host.BootID,
+		ThisMachine: merr == nil && mine == r.Host.MachineID,
+		ThisBoot:    berr == nil && boot == r.Host.BootID}
+}
+
+// judgeOwner judges a record's owner as classify does: an owner recorded
+// without a boot ran under the record's boot.
+func judgeOwner(host hostid.Host, r *claimstore.Record) ownerJSON {
+	o, err := r.Owner()
+	if err != nil {
+		return ownerJSON{State: string(hostid.Invalid), Reason: err.Error()}
+	}
+	j := ownerJSON{PID: o.PID, Start: o.Start, Boot: o.Boot, Incarnation: validJSON(o.Incarnation), PIDNS: o.PIDNS}
+	who := o.Identity()
+	if who.Boot == "" {
+		who.Boot = r.Host.BootID
+	}
+	mine, merr := host.MachineID()
+	if merr != nil || mine != r.Host.MachineID {
+		// A pid on another machine says nothing about this one.
+		j.State, j.Reason = string(hostid.Unknown), "the claim was taken on another machine; its owner can only be judged there"
+		return j
+	}
+	st, why := hostid.Judge(host, who)
+	j.State, j.Reason = string(st), why
+	return j
+}
+
+// explainPair says why a pair is held and what to do next.
+func explainPair(s *claimstore.Store, p *claimstore.Pair) *pairJSON {
+	j := &pairJSON{State: string(p.State()), Held: p.Held()}
+	if !p.Held() {
+		j.Why = "free: neither key is held"
+		return j
+	}
+	ref := s.Refusal(p)
+	gapped := gapRefusal(s, ref, p.Seat.Key, p.Session.Key)
+	j.Refusal = refusalOut(ref)
+	j.ClaimID = ref.ClaimID
+	classify := classifyCommandFor(s, p.Seat.Key, p.Session.Key)
+	var held []*claimstore.Head
+	for _, h := range []*claimstore.Head{p.Seat, p.Session} {
+		if h.Held() {
+			held = append(held, h)
+		}
+	}
+	switch {
+	case ref.Code == claimstore.ForeignHost:
+		j.Why = "held by another machine: " + ref.Reason
+		j.Next = "classify or release the claim on the machine that took it; nothing here can prove its writer over"
+		return j
+	case gapped:
+		j.Why = "held: " + ref.Reason
+		j.Next = ref.Hint
+		return j
+	case p.Seat.Held() && p.Seat.Damage != nil || p.Session.Held() && p.Session.Damage != nil:
+		j.Why = "held: a head revision is damaged: " + ref.Reason
+		j.Next = "run `claimctl fsck` for the path and `claimctl log` for the history; the key stays held until an operator repairs it"
+		return j
+	case len(held) == 2 && held[0].Record.ClaimID != held[1].Record.ClaimID:
+		j.Why = "held by two claims: " + ref.Reason
+		j.Next = "read both histories with `claimctl log`; nothing proves either writer over"
+		return j
+	}
+	// One claim. Its latest record is the seat's head when the seat's head
+	// is the claim's (every step publishes seat first).
+	id := held[0].Record.ClaimID
+	j.ClaimID = id
+	latest := held[0].Record
+	if p.Seat.Record != nil && p.Seat.Record.ClaimID == id {
+		latest = p.Seat.Record
+	}
+	o := judgeOwner(s.Host(), latest)
+	boot, _ := s.Host().BootID()
+	state := p.State()
+	switch {
+	case o.State == string(hostid.Live):
+		j.Why = fmt.Sprintf("held by claim %s: owner live (%s)", id, o.Reason)
+		j.Next = "wait for the owner to release it"
+	case o.State != string(hostid.Gone):
+		j.Why = fmt.Sprintf("held by claim %s: owner %s (%s); it cannot be proven gone", id, o.State, o.Reason)
+		j.Next = "find the owner process by hand; classify refuses while the owner cannot be judged"
+	case latest.Host.BootID != boot:
+		j.Why = fmt.Sprintf("held by claim %s: owner gone, its boot %s has ended", id, latest.Host.BootID)
+		j.Next = "run `" + classify + "`: it publishes a boot proof and frees the pair"
+	case (p.Seat.Record != nil && p.Seat.Record.ClaimID == id && !p.Seat.Held()) || (p.Session.Record != nil && p.Session.Record.ClaimID == id && !p.Session.Held()):
+		j.Why = fmt.Sprintf("held by claim %s: a release was cut between the keys", id)
+		j.Next = "run `" + classify + "`: it completes the release"
+	case state == claimstore.Uncertain || state == claimstore.Stopping:
+		j.Why = fmt.Sprintf("held by claim %s in state %s: owner gone, writer may run", id, state)
+		j.Next = "make sure the claim's writer (unit " + orDash(latest.UnitName()) + ") is stopped, then release it with a proof (`claimctl release --proof cohortProof:REF`)"
+	default:
+		j.Why = "held: owner gone, writer may run"
+		j.Next = "run `" + classify + "`"
+	}
+	return j
+}
+
+// classifyCommandFor is the classify command line for a pair.
+func classifyCommandFor(s *claimstore.Store, seat, session claimstore.Key) string {
+	return fmt.Sprintf("claimctl classify --root %s --seat %s --project %s --workspace %s --session %s",
+		shellQuote(s.Root()), shellQuote(seat.Seat), shellQuote(seat.Project), shellQuote(seat.Workspace), shellQuote(session.Session))
+}
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
