@@ -117,7 +117,7 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 		return !in.held && other != nil && other.key != nil && other.claimID != in.claimID
 	}
 	done := map[Loc]bool{}
-	var pairs [][2]Key
+	var pairs []pairToClassify
 	for _, in := range infos[KindSeat] {
 		partner := bySession[in.claimID]
 		switch {
@@ -131,13 +131,13 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 			// would otherwise pair keys of different claims, a pair that
 			// never was). A record naming another seat pairs nothing here.
 			if in.pair[0] == *in.key && !moved(in, in.pair[1]) {
-				pairs = append(pairs, *in.pair)
+				pairs = append(pairs, toClassify(*in.pair))
 				done[in.loc], done[in.pair[1].Loc()] = true, true
 			}
 		case partner != nil && partner.key != nil && in.claimID != "" && (partner.pair == nil || partner.pair[0] == *in.key):
 			// No pair member (the reference's records): pair by claim id,
 			// unless the session's record names another seat.
-			pairs = append(pairs, [2]Key{*in.key, *partner.key})
+			pairs = append(pairs, toClassify([2]Key{*in.key, *partner.key}))
 			done[in.loc], done[partner.loc] = true, true
 		}
 	}
@@ -151,7 +151,7 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 			done[in.loc] = true
 			report(unreadable(in))
 		case in.pair != nil && in.pair[1] == *in.key && !moved(in, in.pair[0]):
-			pairs = append(pairs, *in.pair)
+			pairs = append(pairs, toClassify(*in.pair))
 			done[in.loc], done[in.pair[0].Loc()] = true, true
 		}
 	}
@@ -170,7 +170,7 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 		}
 	}
 	sort.Slice(pairs, func(i, j int) bool {
-		return pairs[i][0].Hash()+pairs[i][1].Hash() < pairs[j][0].Hash()+pairs[j][1].Hash()
+		return pairs[i].order < pairs[j].order
 	})
 	// Pairs are classified by a pool of workers and reported, and
 	// counted, in the sorted order above, whatever order they finish in.
@@ -212,7 +212,7 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 				if wctx.Err() != nil {
 					continue // drain: the walk is over
 				}
-				seat, session := pairs[i][0], pairs[i][1]
+				seat, session := pairs[i].keys[0], pairs[i].keys[1]
 				res, err := s.Classify(wctx, seat, session, opts)
 				results[i] = &PairResult{Seat: &seat, Session: &session, Result: res, Err: err}
 				finished <- i
@@ -266,6 +266,19 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 		report(pr)
 	}
 	return sum, nil
+}
+
+// pairToClassify is a pair ClassifyAll will classify, with the key it is
+// sorted by: the seat's hash, then the session's. Computed once per pair, as
+// the sort compares each pair about log2(pairs) times and a key's hash is a
+// SHA-256 of its JSON.
+type pairToClassify struct {
+	keys  [2]Key
+	order string
+}
+
+func toClassify(keys [2]Key) pairToClassify {
+	return pairToClassify{keys: keys, order: keys[0].Hash() + keys[1].Hash()}
 }
 
 // unreadable reports a key whose own key cannot be read back.

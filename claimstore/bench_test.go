@@ -386,3 +386,88 @@ func BenchmarkHeadCold(b *testing.B) {
 	b.ReportMetric(float64(took[1])/float64(took[0]), "held-10000/1")
 	b.ReportMetric(float64(took[3])/float64(took[2]), "free-10000/1")
 }
+
+// BenchmarkStepShapes measures, with no store code at all, what overlapping
+// can save in one step on this disk: the step's two publishes (a seat and a
+// session revision: temporary, write, fsync, link, directory fsync) one
+// after the other, against the same with the two temporaries' fsyncs issued
+// at once, the shape the store uses (the links and directory fsyncs keep
+// their order: seat, then session). The two alternate in every iteration.
+// It reports overlapped/serial, the best store/floor (BenchmarkLifecycle)
+// that overlapping alone can reach here: 0.75 if the disk served two
+// fsyncs in the time of one, 1 or more if it serves them one at a time.
+func BenchmarkStepShapes(b *testing.B) {
+	data := refRecord(sessionKey(b, "bench"), 1, testClaimID, "active").bytes()
+	base := b.TempDir()
+	dirs := [2]string{filepath.Join(base, "seat"), filepath.Join(base, "session")}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := uint64(0)
+	// prepare runs on two goroutines at once: it returns its error to the
+	// benchmark's goroutine rather than failing the benchmark itself.
+	prepare := func(dir string) (TempFile, error) {
+		t, err := createUnnamed(dir, 0o400)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := t.Write(data); err != nil {
+			return nil, err
+		}
+		return t, t.Sync()
+	}
+	must := func(t TempFile, err error) TempFile {
+		if err != nil {
+			b.Fatal(err)
+		}
+		return t
+	}
+	commit := func(dir string, t TempFile) {
+		if err := t.Link(filepath.Join(dir, RevisionName(n))); err != nil {
+			b.Fatal(err)
+		}
+		if err := t.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := OSFS.SyncDir(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+	serial := func() {
+		n++
+		for _, d := range dirs {
+			commit(d, must(prepare(d)))
+		}
+	}
+	overlapped := func() {
+		n++
+		var session TempFile
+		var serr error
+		done := make(chan struct{})
+		go func() { defer close(done); session, serr = prepare(dirs[1]) }()
+		seat := must(prepare(dirs[0]))
+		<-done
+		commit(dirs[0], seat)
+		commit(dirs[1], must(session, serr))
+	}
+	var tSerial, tOverlapped time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		for _, o := range []bool{i%2 == 0, i%2 != 0} {
+			t0 := time.Now()
+			if o {
+				overlapped()
+				tOverlapped += time.Since(t0)
+			} else {
+				serial()
+				tSerial += time.Since(t0)
+			}
+		}
+	}
+	b.ReportMetric(float64(tSerial.Nanoseconds())/float64(i), "serial-ns/step")
+	b.ReportMetric(float64(tOverlapped.Nanoseconds())/float64(i), "overlapped-ns/step")
+	b.ReportMetric(float64(tOverlapped)/float64(tSerial), "overlapped/serial")
+}
