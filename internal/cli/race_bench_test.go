@@ -146,9 +146,15 @@ func buildMinimal(b *testing.B) string {
 	return minimal
 }
 
-// buildClaimctl builds the real claimctl binary (not the test binary).
+// buildClaimctl builds the real claimctl binary (not the test binary), or
+// returns $CLAIMCTL_BENCH_BIN when it is set: a claimctl built another way
+// (CGO_ENABLED=0) or from another commit, to compare in the same run's
+// conditions.
 func buildClaimctl(b *testing.B) string {
 	b.Helper()
+	if bin := os.Getenv("CLAIMCTL_BENCH_BIN"); bin != "" {
+		return bin
+	}
 	bin := filepath.Join(b.TempDir(), "claimctl")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/claimctl").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
