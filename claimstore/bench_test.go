@@ -208,21 +208,10 @@ func BenchmarkTemporaries(b *testing.B) {
 		if err != nil {
 			b.Skipf("this filesystem: %v", err)
 		}
-		if _, err := t.Write(data); err != nil {
+		if err := writeSync(t, data); err != nil {
 			b.Fatal(err)
 		}
-		if err := t.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		if err := t.Link(filepath.Join(dir, RevisionName(n))); err != nil {
-			b.Fatal(err)
-		}
-		if err := t.Close(); err != nil {
-			b.Fatal(err)
-		}
-		if err := OSFS.SyncDir(dir); err != nil {
-			b.Fatal(err)
-		}
+		commitBench(b, t, dir, n)
 	}
 	for range 200 { // a long-lived directory
 		publish(true)
@@ -413,10 +402,7 @@ func BenchmarkStepShapes(b *testing.B) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := t.Write(data); err != nil {
-			return nil, err
-		}
-		return t, t.Sync()
+		return t, writeSync(t, data)
 	}
 	must := func(t TempFile, err error) TempFile {
 		if err != nil {
@@ -424,17 +410,7 @@ func BenchmarkStepShapes(b *testing.B) {
 		}
 		return t
 	}
-	commit := func(dir string, t TempFile) {
-		if err := t.Link(filepath.Join(dir, RevisionName(n))); err != nil {
-			b.Fatal(err)
-		}
-		if err := t.Close(); err != nil {
-			b.Fatal(err)
-		}
-		if err := OSFS.SyncDir(dir); err != nil {
-			b.Fatal(err)
-		}
-	}
+	commit := func(dir string, t TempFile) { commitBench(b, t, dir, n) }
 	serial := func() {
 		n++
 		for _, d := range dirs {
@@ -470,4 +446,28 @@ func BenchmarkStepShapes(b *testing.B) {
 	b.ReportMetric(float64(tSerial.Nanoseconds())/float64(i), "serial-ns/step")
 	b.ReportMetric(float64(tOverlapped.Nanoseconds())/float64(i), "overlapped-ns/step")
 	b.ReportMetric(float64(tOverlapped)/float64(tSerial), "overlapped/serial")
+}
+
+// writeSync writes data to a temporary and fsyncs it: the first half of a
+// publish.
+func writeSync(t TempFile, data []byte) error {
+	if _, err := t.Write(data); err != nil {
+		return err
+	}
+	return t.Sync()
+}
+
+// commitBench is the second half of a publish, for benchmarks: t linked as
+// revision n of dir, closed, and dir fsynced.
+func commitBench(b *testing.B, t TempFile, dir string, n uint64) {
+	b.Helper()
+	if err := t.Link(filepath.Join(dir, RevisionName(n))); err != nil {
+		b.Fatal(err)
+	}
+	if err := t.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := OSFS.SyncDir(dir); err != nil {
+		b.Fatal(err)
+	}
 }
