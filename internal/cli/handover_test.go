@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,4 +186,30 @@ func TestHandOverToClaimctlEtcd(t *testing.T) {
 			t.Errorf("show through claimctl-etcd on $PATH: exit %d\n%s%s; want the claim %s", code, out, errs, id)
 		}
 	})
+}
+
+// TestHandOverGuards: a hand-over is never attempted by a run that does not
+// own its process (the tests', run in-process), nor once the command wrote
+// to standard output: claimctl-etcd would run the command again from the
+// start.
+func TestHandOverGuards(t *testing.T) {
+	// Were a guard missing, no claimctl-etcd is found to replace the test
+	// process with: beside the test binary there is none, and PATH is empty.
+	t.Setenv("PATH", t.TempDir())
+	for _, c := range []struct {
+		name     string
+		delegate bool
+		wrote    bool
+		want     string
+	}{
+		{"not the process's own", false, false, "built without the etcd client"},
+		{"after output", true, true, "after writing output"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := &env{stdout: &outWriter{w: io.Discard, wrote: c.wrote}, delegate: c.delegate, args: []string{"show"}}
+			if err := e.handOver(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("handOver: %v; want an error saying %q", err, c.want)
+			}
+		})
+	}
 }
