@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/claimstore/etcdbackend"
@@ -83,7 +85,11 @@ func TestHandOverToClaimctlEtcd(t *testing.T) {
 	pair := []string{"--seat", "s", "--project", "p", "--workspace", "/w", "--session", "x"}
 	claimctl := func(t *testing.T, dir, path string, args ...string) (int, string, string) {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(dir, "claimctl"), args...)
+		// A hand-over that looped (claimctl running itself) would never
+		// end: bound it, so that it fails instead.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, "claimctl"), args...)
 		cmd.Env = append(os.Environ(), "PATH="+path, "CLAIMSTORE_ROOT=")
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
