@@ -57,7 +57,7 @@ type Options struct {
 	// OpenEtcd opens the backend of an etcd root with the connection flags'
 	// settings. cmd/claimctl-etcd sets it; cmd/claimctl leaves it nil so
 	// that it links no etcd client (whose package initialisation would
-	// triple its start-up, paid by every run on every root), and hands a
+	// double its start-up or more, paid by every run on every root), and hands a
 	// command on an etcd root to claimctl-etcd instead (Main).
 	OpenEtcd func(root string, conn EtcdConn) (claimstore.Backend, error)
 }

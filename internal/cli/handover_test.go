@@ -19,7 +19,7 @@ import (
 )
 
 // TestClaimctlLinksNoEtcdClient: the claimctl program links none of the
-// etcd client, gRPC or protobuf (their package initialisation tripled its
+// etcd client, gRPC or protobuf (their package initialisation doubled its
 // start-up); claimctl-etcd links the client.
 func TestClaimctlLinksNoEtcdClient(t *testing.T) {
 	deps := func(pkg string) string {
