@@ -147,10 +147,7 @@ func TestClassifyAllGapReportedOnce(t *testing.T) {
 		host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
 		s := openOn(t, root, host)
 		seat, session := testKeys(t)
-		c := claim4100(t, s, seat, session)
-		if err := s.Advance(c, Patch{State: Active}); err != nil {
-			t.Fatal(err)
-		}
+		active4100(t, s, seat, session, nil)
 		removeRev(t, s, seat, 1)
 		// A new process, as after the crash that lost it.
 		s = openOn(t, root, host)

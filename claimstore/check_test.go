@@ -73,10 +73,7 @@ func TestCheckFindingsAndRepair(t *testing.T) {
 	host := liveHost()
 	s := openOn(t, root, host)
 	seat, session := testKeys(t)
-	c := claim4100(t, s, seat, session)
-	if err := s.Advance(c, Patch{State: Active}); err != nil {
-		t.Fatal(err)
-	}
+	active4100(t, s, seat, session, nil)
 	sd, xd := s.KeyDir(seat), s.KeyDir(session)
 	write := func(p, content string) {
 		t.Helper()

@@ -83,10 +83,7 @@ func TestClassifyAdoptUnencodable(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
-	c := claim4100(t, s, seat, session)
-	if err := s.Advance(c, Patch{State: Active}); err != nil {
-		t.Fatal(err)
-	}
+	active4100(t, s, seat, session, nil)
 	g := openOn(t, root, goneSameBoot())
 	before, _ := g.Head(seat)
 	res, err := g.Classify(context.Background(), seat, session, &ClassifyOptions{Adopt: &Owner{PID: 9000, Start: "700", Incarnation: json.RawMessage("{bad")}})
@@ -137,10 +134,7 @@ func TestClassifyReportsOnlyItsOwnRevisions(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
-	c := claim4100(t, s, seat, session)
-	if err := s.Advance(c, Patch{State: Active}); err != nil {
-		t.Fatal(err)
-	}
+	c := active4100(t, s, seat, session, nil)
 	rival := openOn(t, root, liveHost())
 	raced := false
 	g := openStore(t, root, &Options{Host: goneSameBoot(), Barrier: func(p Point) error {
@@ -333,10 +327,7 @@ func TestAdoptedClaimRevisionsPerKey(t *testing.T) {
 	if err := s.Release(c0, NewProof(ProofCohort, "done")); err != nil {
 		t.Fatal(err)
 	}
-	c := claim4100(t, s, seat, session)
-	if err := s.Advance(c, Patch{State: Active}); err != nil {
-		t.Fatal(err)
-	}
+	c := active4100(t, s, seat, session, nil)
 	if c.SeatRev != 2 || c.SessionRev != 4 {
 		t.Fatalf("claim at seat r%d, session r%d; want r2, r4", c.SeatRev, c.SessionRev)
 	}

@@ -412,10 +412,7 @@ func TestAdvanceNeverClearsSpawnMarker(t *testing.T) {
 		root := newRoot(t)
 		s := openOn(t, root, liveHost())
 		seat, session := testKeys(t)
-		c := claim4100(t, s, seat, session)
-		if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
-			t.Fatal(err)
-		}
+		c := active4100(t, s, seat, session, map[string]any{"spawnMarker": true})
 		for _, v := range []any{false, nil, 0, ""} {
 			if err := s.Advance(c, Patch{Fields: map[string]any{"spawnMarker": v}}); !errors.Is(err, ErrBadPatch) {
 				t.Errorf("clearing the marker with %#v: %v, want ErrBadPatch", v, err)
@@ -451,6 +448,16 @@ func claim4100(t *testing.T, s *Store, seat, session Key) *Claim {
 	t.Helper()
 	c, err := s.Acquire(seat, session, AcquireFields{Owner: owner4100})
 	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// active4100 is claim4100 advanced to active, with fields (nil: none).
+func active4100(t *testing.T, s *Store, seat, session Key, fields map[string]any) *Claim {
+	t.Helper()
+	c := claim4100(t, s, seat, session)
+	if err := s.Advance(c, Patch{State: Active, Fields: fields}); err != nil {
 		t.Fatal(err)
 	}
 	return c

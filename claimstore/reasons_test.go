@@ -129,10 +129,7 @@ func TestClassifyStoppedKeepsSpawnMarker(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
-	c := claim4100(t, s, seat, session)
-	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
-		t.Fatal(err)
-	}
+	active4100(t, s, seat, session, map[string]any{"spawnMarker": true})
 	later := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
 	res, err := later.Classify(context.Background(), seat, session, &ClassifyOptions{StoppedFields: map[string]any{"spawnMarker": false, "leaf": "x"}})
 	if err != nil || res.Outcome != OutcomeStopped {

@@ -236,10 +236,7 @@ func TestAdvanceToStoppedChecksTheProof(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
-	c := claim4100(t, s, seat, session)
-	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
-		t.Fatal(err)
-	}
+	c := active4100(t, s, seat, session, map[string]any{"spawnMarker": true})
 	for _, p := range []*Proof{NewProof(ProofBoot, "bogus"), NewProof(ProofBoot, "boot-000000000000000000000000"), NewProof(ProofNoUnit, "")} {
 		if err := s.Advance(c, Patch{State: Stopped, Proof: p}); !errors.Is(err, ErrBadPatch) {
 			t.Errorf("Advance to stopped with a %s proof %q: %v, want ErrBadPatch", p.Kind, p.Ref, err)
