@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/internal/safefile"
 )
 
 // The seam's types live in package storage, so that a backend on another
@@ -162,7 +163,7 @@ func (b *dirBackend) checkDir(dir string) (exists bool, distrust, err error) {
 		return false, nil, err
 	}
 	if !fi.IsDir() {
-		what := "not a directory"
+		what := safefile.Describe(fi.Mode()) + ", not a directory"
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			what = "a symlink"
 		}

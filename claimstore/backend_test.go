@@ -300,7 +300,7 @@ func TestKeyDirectoryNotADirectory(t *testing.T) {
 			}
 
 			_, err := s.Head(session)
-			what := map[string]string{"symlink": "it is a symlink", "file": "it is not a directory"}[kind]
+			what := map[string]string{"symlink": "it is a symlink", "file": "it is a regular file, not a directory"}[kind]
 			if !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), what) {
 				t.Errorf("Head: %v; want ErrUnsafePath naming %s and saying %q", err, dir, what)
 			}

@@ -399,6 +399,9 @@ func bootProofJSON(ref string) json.RawMessage {
 // older claim that no longer holds it (a half-done acquire) gains the
 // revision too.
 func (s *Store) finish(c *Claim, p *Pair, next *Record, res *Result) error {
+	if err := s.checkSize(next, c.Seat, c.Session); err != nil {
+		return err
+	}
 	if !res.DryRun {
 		// A key already at the outcome is not published again, but the
 		// outcome rests on it: it must be durable before the other key is

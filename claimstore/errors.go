@@ -48,6 +48,13 @@ var (
 	// over, and a new one must be taken.
 	ErrReleased = errors.New("the claim was released")
 
+	// ErrRecordTooLarge is returned by Acquire, Advance, Release and
+	// Classify, before anything is published, when a revision would be
+	// larger than MaxFileSize: every reader refuses a larger file as
+	// damaged, so publishing it would hold the key forever, its owner's own
+	// steps included. The error names the size and the limit.
+	ErrRecordTooLarge = errors.New("record too large")
+
 	// ErrNotOwned is returned when an operation names a claim the store
 	// did not issue (a nil claim or one without keys).
 	ErrNotOwned = errors.New("not a claim of this store")

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/internal/safefile"
 )
 
 // FS is the store's whole view of the filesystem: the seam that tests
@@ -135,7 +136,7 @@ func (osFS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, p
 func (osFS) Remove(name string) error { return os.Remove(name) }
 
 func (osFS) SyncDir(name string) error {
-	f, err := os.Open(name)
+	f, err := safefile.OpenDir(name)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/internal/safefile"
 )
 
 // Options configure a Store. A nil *Options means all defaults.
@@ -50,10 +51,6 @@ type Options struct {
 type Store struct {
 	mu     sync.Mutex
 	listed map[Loc]uint64 // see head: keys a listing showed dense, and up to where
-	// proofOK remembers boot proofs verified for a free head (see
-	// verifyHeadProof), keyed by proof id and the claim's identity: a
-	// proof file is never rewritten, so one check per store is enough.
-	proofOK map[string]bool
 	// own remembers, per key, the last revision this store published: a
 	// step fenced on it need not read it back (see fenced).
 	own map[Loc]ownRev
@@ -402,26 +399,19 @@ func (s *Store) probeHead(k Key) (*Head, error) {
 // damaged, not free. A ref in another issuer's format (the reference
 // implementation's verifier, a custom BootProofIssuer) names evidence
 // outside the store and is taken as written, like a cohortProof.
+//
+// The proof is read at every head read, never remembered: a decision rests
+// on the proof as it is when the decision is taken, and a proof removed
+// under a long-lived store (a root restored from a backup, an operator
+// moving files) must read the same in it as in a fresh one. It costs one
+// read of a small file per free head that names a boot proof.
 func (s *Store) verifyHeadProof(rec *Record) error {
 	if rec.State != Stopped || rec.Proof == nil || rec.Proof.Kind != ProofBoot || !isProofID(rec.Proof.Ref) {
-		return nil
-	}
-	key := rec.Proof.Ref + "\x00" + rec.ClaimID + "\x00" + rec.Host.MachineID + "\x00" + rec.Host.BootID
-	s.mu.Lock()
-	ok := s.proofOK[key]
-	s.mu.Unlock()
-	if ok {
 		return nil
 	}
 	if err := s.VerifyProof(rec); err != nil {
 		return fmt.Errorf("stopped on boot proof %s, which does not prove the claim over: %w; the key reads as held (run claimctl fsck)", rec.Proof.Ref, err)
 	}
-	s.mu.Lock()
-	if s.proofOK == nil {
-		s.proofOK = map[string]bool{}
-	}
-	s.proofOK[key] = true
-	s.mu.Unlock()
 	return nil
 }
 
@@ -703,6 +693,10 @@ func (s *Store) prepareInto(pr *preparing, k Key, n uint64, rec *Record) {
 		pr.err = err
 		return
 	}
+	if err := sizeOK(k, n, len(data)); err != nil {
+		pr.err = err
+		return
+	}
 	hook := func(b Barrier) error {
 		if b == BarrierLinked {
 			pr.linked = true
@@ -710,6 +704,36 @@ func (s *Store) prepareInto(pr *preparing, k Key, n uint64, rec *Record) {
 		return s.pause(Point{Barrier: b, Key: k, Revision: n, ClaimID: rec.ClaimID})
 	}
 	pr.p, pr.err = s.be.Prepare(k.Loc(), n, data, hook)
+}
+
+// sizeOK refuses a revision larger than the read side accepts: the bound a
+// reader applies (MaxFileSize) is the bound a writer applies, so that the
+// store never publishes what it will then refuse to read.
+func sizeOK(k Key, n uint64, size int) error {
+	if size <= MaxFileSize {
+		return nil
+	}
+	return fmt.Errorf("%w: revision %d of %s would be %d bytes, more than the %d bytes a revision may hold (every reader refuses a larger one as damaged); nothing was published: record less (the members given are the likely cause)", ErrRecordTooLarge, n, k, size, MaxFileSize)
+}
+
+// checkSize refuses, before anything is read or published, a record that
+// would be too large as a revision of any of keys: a step publishes on both
+// keys, and one that failed only on the second would be cut between them.
+// The revision number is taken at its widest, so that the answer does not
+// depend on which number the step publishes.
+func (s *Store) checkSize(rec *Record, keys ...Key) error {
+	for _, k := range keys {
+		r := rec.clone()
+		r.Key, r.Revision, r.WrittenAt = k, MaxRevision, timestamp(s.now())
+		data, err := r.Marshal()
+		if err != nil {
+			return err
+		}
+		if err := sizeOK(k, MaxRevision, len(data)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // prepareAsync is prepare overlapping the caller's work, unless the store
@@ -801,6 +825,9 @@ func (s *Store) Acquire(seat, session Key, f AcquireFields) (*Claim, error) {
 		return nil, err
 	}
 	rec.Fields.Set(pairMember, pairJSON(seat, session))
+	if err := s.checkSize(rec, seat, session); err != nil {
+		return nil, err
+	}
 	for range s.retries + 1 {
 		p, err := s.Pair(seat, session)
 		if err != nil {
@@ -942,6 +969,9 @@ func (s *Store) Advance(c *Claim, p Patch) error {
 // that moves the session key after that check still wins its number, and
 // the step then refuses between the keys, as a crash there would.
 func (s *Store) step(c *Claim, next *Record) error {
+	if err := s.checkSize(next, c.Seat, c.Session); err != nil {
+		return err
+	}
 	for _, k := range []Key{c.Seat, c.Session} {
 		if err := s.fenced(c, k); err != nil {
 			return err
@@ -1107,7 +1137,7 @@ func checkRootInfo(root string, fi fs.FileInfo) error {
 		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: it is a symlink (to %q); use the real directory as the root", ErrUnsafeRoot, target)}
 	}
 	if !fi.IsDir() {
-		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: it is not a directory", ErrUnsafeRoot)}
+		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: it is %s, not a directory; a claim root is a directory (move it aside, or pass another root)", ErrUnsafeRoot, safefile.Describe(fi.Mode()))}
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
 		return &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: mode %v lets other users write into it; run chmod go-w %s", ErrUnsafeRoot, fi.Mode().Perm(), root)}

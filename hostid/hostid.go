@@ -3,13 +3,14 @@ package hostid
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/claimstore/claimstore/internal/safefile"
 )
 
 // State is the judgement of a recorded owner.
@@ -184,14 +185,10 @@ func (h systemHost) BootID() (string, error) {
 // id that compares unequal to the real one, and an unequal boot id is read
 // as proof that a process is gone.
 func readID(name string, valid func(string) bool) (string, error) {
-	f, err := os.Open(name)
+	// A FIFO or a device where the id belongs must not hang every command.
+	b, err := safefile.ReadFile(name, maxIDFile, &safefile.Options{Follow: true})
 	if err != nil {
 		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxIDFile+1))
-	if err != nil {
-		return "", &fs.PathError{Op: "read", Path: name, Err: err}
 	}
 	if len(b) > maxIDFile {
 		return "", &fs.PathError{Op: "parse", Path: name, Err: errors.New("id file too long")}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -587,4 +588,26 @@ func FuzzIDForms(f *testing.F) {
 			t.Errorf("isMachineID(%q) = %v, want %v", s, got, want)
 		}
 	})
+}
+
+// A FIFO where an id file belongs (a test's CLAIMCTL_TEST_MACHINE_ID_FILE,
+// a damaged /etc) is refused at once: reading it would wait forever.
+func TestIDFileNeverBlocks(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "machine-id")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := FromFiles([]string{fifo}, "").MachineID()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), fifo) || !strings.Contains(err.Error(), "FIFO") {
+			t.Errorf("MachineID from a FIFO: %v, want an error naming it as a FIFO", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("MachineID blocks on a FIFO")
+	}
 }

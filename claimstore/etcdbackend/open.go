@@ -6,11 +6,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"strings"
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore/etcdbackend/rooturl"
+	"github.com/claimstore/claimstore/internal/safefile"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -114,7 +115,7 @@ func tlsConfig(cfg *Config) (*tls.Config, error) {
 	}
 	t := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.CACert != "" {
-		pem, err := os.ReadFile(cfg.CACert)
+		pem, err := readPEM(cfg.CACert)
 		if err != nil {
 			return nil, fmt.Errorf("etcd TLS: --cacert: %w", err)
 		}
@@ -125,11 +126,37 @@ func tlsConfig(cfg *Config) (*tls.Config, error) {
 		t.RootCAs = pool
 	}
 	if cfg.Cert != "" {
-		pair, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
+		cert, err := readPEM(cfg.Cert)
+		if err != nil {
+			return nil, fmt.Errorf("etcd TLS: --cert: %w", err)
+		}
+		key, err := readPEM(cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("etcd TLS: --key: %w", err)
+		}
+		pair, err := tls.X509KeyPair(cert, key)
 		if err != nil {
 			return nil, fmt.Errorf("etcd TLS: --cert %s / --key %s: %w", cfg.Cert, cfg.Key, err)
 		}
 		t.Certificates = []tls.Certificate{pair}
 	}
 	return t, nil
+}
+
+// maxPEM bounds what is read of a certificate or key file: a chain is a
+// few kilobytes.
+const maxPEM = 1 << 20
+
+// readPEM reads a certificate or key file as tls.LoadX509KeyPair would, but
+// never blocks on a FIFO or a device given in its place, and bounds the
+// read. A symlink is followed: certificates are often installed as links.
+func readPEM(name string) ([]byte, error) {
+	b, err := safefile.ReadFile(name, maxPEM, &safefile.Options{Follow: true})
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPEM {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("more than %d bytes: not a certificate or key", maxPEM)}
+	}
+	return b, nil
 }

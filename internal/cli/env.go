@@ -15,6 +15,7 @@ import (
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/internal/safefile"
 )
 
 // Environment variables claimctl reads.
@@ -272,7 +273,12 @@ func checkClaimRoot(rc rootChoice) error {
 	if rc.Etcd {
 		return nil // only the store's keys are ever listed under its prefix
 	}
-	f, err := os.Open(rc.Path)
+	// Never os.Open: a FIFO planted where the root belongs would block
+	// the walk before any check could refuse it.
+	f, err := safefile.OpenDir(rc.Path)
+	if errors.Is(err, safefile.ErrWrongType) {
+		return fmt.Errorf("claim root %s (from %s): %w; a claim root is a directory: pass the real one with --root (or %s)", rc.Path, rc.Source, err, envRoot)
+	}
 	if err != nil {
 		return nil // the store's own checks say what is wrong
 	}

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/claimstore/claimstore/internal/safefile"
 )
 
 // keyWatcher waits, on inotify, for entries to appear in a key directory.
@@ -25,7 +27,9 @@ type keyWatcher struct {
 	watching int      // the index in chain of what wd watches
 }
 
-const watchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_ONLYDIR | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
+// IN_DONT_FOLLOW: a symlink where a directory belongs is not watched
+// through (the store never follows one either).
+const watchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
 
 func newKeyWatcher(root, keyDir string) (*keyWatcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
@@ -61,7 +65,9 @@ func (w *keyWatcher) arm() error {
 		if i == 0 {
 			return nil
 		}
-		if _, err := os.Stat(w.chain[i-1]); err != nil {
+		// Look one level down again (Lstat: a symlink there is refused by
+		// deepest, not followed).
+		if _, err := os.Lstat(w.chain[i-1]); err != nil {
 			return nil
 		}
 	}
@@ -72,6 +78,14 @@ func (w *keyWatcher) deepest() (int, int, error) {
 		wd, err := unix.InotifyAddWatch(w.fd, d, watchMask)
 		if err == nil {
 			return i, wd, nil
+		}
+		if errors.Is(err, unix.ENOTDIR) {
+			// Something that is not a directory where one belongs (a file
+			// planted as seat/, a symlinked key directory): waiting for it to
+			// become a directory would arm the same failed watch forever.
+			if fi, lerr := os.Lstat(d); lerr == nil && !fi.IsDir() {
+				return 0, 0, &os.PathError{Op: "watch", Path: d, Err: fmt.Errorf("it is %s, not a directory: nothing of the claim root can be watched through it (run claimctl fsck)", safefile.Describe(fi.Mode()))}
+			}
 		}
 		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
 			return 0, 0, &os.PathError{Op: "inotify_add_watch", Path: d, Err: err}

@@ -341,6 +341,11 @@ func report(e *env, c *common, err error) exitCode {
 		return exitOK
 	}
 	name := c.cmd.name
+	if errors.Is(err, claimstore.ErrRecordTooLarge) {
+		// Too much given on the command line (--set): a usage error, and
+		// the store published nothing.
+		err = usageErr{err.Error()}
+	}
 	var (
 		ue  usageErr
 		xe  exitErr
