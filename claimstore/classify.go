@@ -360,7 +360,11 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 		res.Adopted = true
 	}
 	res.Outcome = Outcome(next.State)
-	res.Refusal = refuse(UnsafeReplacement, id, fmt.Sprintf("claim %s's owner is gone, but its writer may still run (unit %s: %s)", id, obs.State, obs.Detail), nil, seatK, sessionK)
+	writer := fmt.Sprintf("unit %s: %s", obs.State, obs.Detail)
+	if pg := latest.ProcessGroup(); pg > 0 {
+		writer = fmt.Sprintf("process group %d, run without a service manager", pg)
+	}
+	res.Refusal = refuse(UnsafeReplacement, id, fmt.Sprintf("claim %s's owner is gone, but its writer may still run (%s)", id, writer), nil, seatK, sessionK)
 	if err := s.finish(claim, p, next, res); err != nil {
 		return nil, err
 	}

@@ -281,6 +281,22 @@ func (r *Record) UnitName() string {
 	return s
 }
 
+// ProcessGroup returns the process group the record says its writer runs
+// in (the processGroup member a supervisor without a service manager
+// records, lifecycle.GroupStarter's), or 0: such a writer has no unit to
+// look up, and messages name its group instead.
+func (r *Record) ProcessGroup() int {
+	raw, ok := r.Fields.Get("processGroup")
+	if !ok {
+		return 0
+	}
+	var n int
+	if json.Unmarshal(raw, &n) != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
+
 // SpawnMarker reports whether the record says a writer may have been spawned.
 func (r *Record) SpawnMarker() bool {
 	raw, _ := r.Fields.Get(fieldSpawnMarker)

@@ -63,9 +63,12 @@ func TestAdoptUnjudgedStaysHeld(t *testing.T) {
 
 	sup.Process.Kill()
 	sup.Wait()
-	run2, _, err := lifecycle.Adopt(ctx, s, seat, session, me, &lifecycle.AdoptOptions{Attacher: &failingAttacher{&got}})
+	run2, _, err := lifecycle.Adopt(ctx, s, seat, session, me, &lifecycle.AdoptOptions{Attacher: &failingAttacher{&got}, Groups: &failingAttacher{&got}})
 	if err == nil || !strings.Contains(err.Error(), "stays held") {
 		t.Fatalf("Adopt: %v; want the claim adopted but held", err)
+	}
+	if got.ProcessGroup <= 0 {
+		t.Errorf("attacher got no process group: %+v", got)
 	}
 	if got.InvocationID != inv || got.Unit != lifecycle.UnitFile(run.Claim.Record.UnitName()) {
 		t.Errorf("attacher got %+v; want unit %s, invocation %s", got, lifecycle.UnitFile(run.Claim.Record.UnitName()), inv)

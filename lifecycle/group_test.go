@@ -35,7 +35,7 @@ func TestGroupNotEmptyHolds(t *testing.T) {
 	run := newRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := run.Spawn(ctx, lifecycle.GroupStarter{}, lifecycle.Spec{Argv: []string{"sh", "-c", "sleep 30 & exit 0"}}); err != nil {
+	if err := run.Spawn(ctx, lifecycle.GroupStarter{Settle: 300 * time.Millisecond}, lifecycle.Spec{Argv: []string{"sh", "-c", "sleep 30 & exit 0"}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := run.Wait(ctx)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/claimstore/claimstore/claimstore"
 )
@@ -27,6 +28,11 @@ type Spec struct {
 	Env []string
 	// Dir is the working directory; "" means the starter's default.
 	Dir string
+	// KillAfter is how long a stop may take: after it, what is left of the
+	// writer is killed (systemd's TimeoutStopSec for a unit, SIGKILL to the
+	// process group for GroupStarter). 0 means the starter's default
+	// (DefaultKillAfter).
+	KillAfter time.Duration
 	// Stdin, Stdout and Stderr are handed to the writer; nil means the
 	// starter's default (unitctl: the journal for output, /dev/null for
 	// input; GroupStarter: /dev/null).
@@ -75,11 +81,39 @@ func UnitFile(name string) string {
 // Start returns once the writer runs (or is already over). It returns a
 // Process whenever something may have been started, even with an error
 // (a unit that was made and failed): the caller must wait for it before
-// releasing. A nil Process with an error means the starter knows that
-// nothing was started.
+// releasing. A starter that knows nothing of the command ran (a start the
+// manager refused, a command that could not be executed) returns a Process
+// that is already over, whose Exit says so, with the error: its Wait is the
+// proof the claim is released on. A nil Process with an error says nothing
+// either way (the call to the manager broke): the claim stays held.
 type Starter interface {
 	Start(ctx context.Context, spec Spec) (Process, error)
 }
+
+// A StartChecker is a Starter that can tell, before anything is published
+// or started, that Start would refuse spec: for systemd, a unit by the
+// claim's name exists already (another's, or a leftover), and a start would
+// fail with nothing of the writer run. Spawn calls CheckStart before it
+// publishes the spawn marker; its error stops the spawn there, with the
+// claim still reserved and unmarked, and Release then frees it with a
+// no-unit proof that names the reason. A nil error promises nothing (the
+// name may be taken right after): Start's own answer still decides.
+type StartChecker interface {
+	CheckStart(ctx context.Context, spec Spec) error
+}
+
+// NotStartedError is Spawn's error when a StartChecker refused the start:
+// nothing was published beyond the reserved claim, nothing was started,
+// and Release frees the claim with a no-unit proof.
+type NotStartedError struct {
+	ClaimID string
+	Err     error
+}
+
+func (e *NotStartedError) Error() string {
+	return fmt.Sprintf("claim %s: nothing was started: %v", e.ClaimID, e.Err)
+}
+func (e *NotStartedError) Unwrap() error { return e.Err }
 
 // Process is one run of a writer.
 type Process interface {
@@ -114,6 +148,9 @@ type Recorded struct {
 	Unit         string // as Spec.Unit
 	InvocationID string // "" when the claim was cut before it recorded one
 	ControlGroup string // the run's control group, "" when not recorded
+	// ProcessGroup is the run's process group id when a GroupStarter
+	// started it (no service manager), else 0.
+	ProcessGroup int
 }
 
 // An Attacher re-attaches to the run a claim recorded, for Adopt. It
@@ -128,6 +165,7 @@ type Attacher interface {
 const (
 	fieldInvocation   = "invocationId"
 	fieldControlGroup = "controlGroup"
+	fieldProcessGroup = "processGroup"
 	fieldStop         = "stop"
 )
 
@@ -139,6 +177,9 @@ type Run struct {
 	mu   sync.Mutex // serialises steps of Claim (Stop may race Wait)
 	proc Process
 	exit *Exit
+	// unstarted is why a StartChecker refused the start, before the
+	// spawn marker: Release then frees the claim with a no-unit proof.
+	unstarted error
 }
 
 // Acquire takes a new claim on the pair (reserved). A refusal is a
@@ -161,7 +202,10 @@ func (r *Run) Process() Process {
 // Spawn marks the spawn, starts the writer, and advances the claim to
 // active recording the run's id, in that order. The marker is durable
 // before st.Start is called: a supervisor killed at any point from there
-// leaves a claim classify holds until the run is proven over.
+// leaves a claim classify holds until the run is proven over. A starter
+// that is a StartChecker is asked first, before the marker: its refusal
+// (a *NotStartedError) leaves the claim reserved and unmarked, and Release
+// frees it with a no-unit proof.
 //
 // On an error after Start returned a Process, the writer may run: Wait
 // (or Stop, then Wait) and Release still work.
@@ -178,13 +222,19 @@ func (r *Run) Spawn(ctx context.Context, st Starter, spec Spec) error {
 	if len(spec.Argv) == 0 {
 		return errors.New("lifecycle: Spec.Argv is empty: no command to start")
 	}
+	spec.Unit = UnitFile(c.Record.UnitName())
+	spec.Env = append(ClaimEnv(r.Store.Root(), c), spec.Env...)
+	if sc, ok := st.(StartChecker); ok && !c.Record.SpawnMarker() {
+		if err := sc.CheckStart(ctx, spec); err != nil {
+			r.unstarted = err
+			return &NotStartedError{ClaimID: c.ID, Err: err}
+		}
+	}
 	if !c.Record.SpawnMarker() {
 		if err := r.Store.Advance(c, claimstore.Patch{Fields: map[string]any{"spawnMarker": true}}); err != nil {
 			return fmt.Errorf("marking the spawn of claim %s (nothing was started): %w", c.ID, err)
 		}
 	}
-	spec.Unit = UnitFile(c.Record.UnitName())
-	spec.Env = append(ClaimEnv(r.Store.Root(), c), spec.Env...)
 	proc, err := st.Start(ctx, spec)
 	if proc != nil {
 		r.proc = proc
@@ -195,6 +245,11 @@ func (r *Run) Spawn(ctx context.Context, st Starter, spec Spec) error {
 	fields := map[string]any{fieldInvocation: proc.ID()}
 	if cg, ok := proc.(interface{ ControlGroup() string }); ok && cg.ControlGroup() != "" {
 		fields[fieldControlGroup] = cg.ControlGroup()
+	}
+	if pg, ok := proc.(interface{ ProcessGroup() int }); ok && pg.ProcessGroup() > 0 {
+		// What a later supervisor adopts (GroupAttacher), and what messages
+		// name instead of a unit that never existed.
+		fields[fieldProcessGroup] = pg.ProcessGroup()
 	}
 	if err := r.Store.Advance(c, claimstore.Patch{State: claimstore.Active, Fields: fields}); err != nil {
 		return fmt.Errorf("the writer runs (%s), but claim %s could not be advanced to active: %w", proc.ID(), c.ID, err)
@@ -267,6 +322,11 @@ func (e *StopError) Unwrap() error { return e.Err }
 func (r *Run) Release() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.exit == nil && r.proc == nil && r.unstarted != nil && !r.Claim.Record.SpawnMarker() {
+		// The start was refused before the marker: nothing was ever
+		// spawned under this claim.
+		return r.Store.Release(r.Claim, claimstore.NewProof(claimstore.ProofNoUnit, refOf("nothing was started: "+r.unstarted.Error())))
+	}
 	if r.exit == nil {
 		return fmt.Errorf("lifecycle: claim %s: the writer is not proven over (Wait has not returned without error); the claim stays held", r.Claim.ID)
 	}
@@ -277,8 +337,12 @@ func (r *Run) Release() error {
 type AdoptOptions struct {
 	// Units looks the claim's unit up for classify (nil: unknown).
 	Units claimstore.UnitLookup
-	// Attacher re-attaches to the recorded run. Required.
+	// Attacher re-attaches to a run recorded under a service manager
+	// (a unit). Required unless the claim recorded a process group.
 	Attacher Attacher
+	// Groups re-attaches to a run recorded with a process group (a
+	// GroupStarter's, no service manager); nil means GroupAttacher{}.
+	Groups Attacher
 }
 
 // ErrNothingToAdopt is returned by Adopt when the pair is not held by a
@@ -299,8 +363,8 @@ var ErrNothingToAdopt = errors.New("nothing to adopt")
 // unknown, a damaged head, ...) is its *claimstore.Refusal. Adopt returns
 // ErrNothingToAdopt when classify left nothing to take over.
 func Adopt(ctx context.Context, s *claimstore.Store, seat, session claimstore.Key, owner claimstore.Owner, opts *AdoptOptions) (*Run, *claimstore.Result, error) {
-	if opts == nil || opts.Attacher == nil {
-		return nil, nil, errors.New("lifecycle: Adopt needs an Attacher")
+	if opts == nil {
+		opts = &AdoptOptions{}
 	}
 	res, err := s.Classify(ctx, seat, session, &claimstore.ClassifyOptions{Units: opts.Units, Adopt: &owner})
 	if err != nil {
@@ -314,8 +378,18 @@ func Adopt(ctx context.Context, s *claimstore.Store, seat, session claimstore.Ke
 	}
 	r := &Run{Store: s, Claim: res.Claim}
 	rec := r.Claim.Record
-	got := Recorded{Unit: UnitFile(rec.UnitName()), InvocationID: stringField(rec, fieldInvocation), ControlGroup: stringField(rec, fieldControlGroup)}
-	proc, err := opts.Attacher.Attach(ctx, got)
+	got := Recorded{Unit: UnitFile(rec.UnitName()), InvocationID: stringField(rec, fieldInvocation), ControlGroup: stringField(rec, fieldControlGroup), ProcessGroup: ProcessGroupOf(rec)}
+	att := opts.Attacher
+	if got.ProcessGroup > 0 {
+		att = opts.Groups
+		if att == nil {
+			att = GroupAttacher{}
+		}
+	}
+	if att == nil {
+		return r, res, fmt.Errorf("claim %s adopted, but no Attacher was given to judge its unit, so it stays held (%s)", r.Claim.ID, rec.State)
+	}
+	proc, err := att.Attach(ctx, got)
 	if err != nil {
 		return r, res, fmt.Errorf("claim %s adopted, but its run cannot be judged, so it stays held (%s): %w", r.Claim.ID, rec.State, err)
 	}
@@ -346,4 +420,26 @@ func stringField(rec *claimstore.Record, name string) string {
 		return ""
 	}
 	return s
+}
+
+// ProcessGroupOf returns the process group a claim's record names
+// (processGroup: a run a GroupStarter started, without a service manager),
+// or 0.
+func ProcessGroupOf(rec *claimstore.Record) int { return rec.ProcessGroup() }
+
+// maxRef bounds a proof reference written from an error's text: it is
+// printed on one line by show and log.
+const maxRef = 240
+
+// refOf makes text a proof reference: one line, bounded.
+func refOf(text string) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if len(text) > maxRef {
+		cut := maxRef
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "…"
+	}
+	return text
 }

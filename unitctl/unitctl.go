@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -231,6 +232,12 @@ func (m *Manager) Start(ctx context.Context, spec lifecycle.Spec) (lifecycle.Pro
 		// result was read under AddRef, and no failed unit is left behind.
 		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
 	}
+	if spec.KillAfter > 0 {
+		// What is left of the unit after this long from a stop is killed
+		// (SIGKILL to its control group), so that a writer that ignores
+		// SIGTERM cannot keep a stop waiting beyond it.
+		props = append(props, sdbus.Property{Name: "TimeoutStopUSec", Value: dbus.MakeVariant(uint64(spec.KillAfter / time.Microsecond))})
+	}
 	if len(spec.Env) > 0 {
 		props = append(props, sdbus.Property{Name: "Environment", Value: dbus.MakeVariant(spec.Env)})
 	}
@@ -278,6 +285,35 @@ func (m *Manager) Start(ctx context.Context, spec lifecycle.Spec) (lifecycle.Pro
 		return p, &StartError{Unit: spec.Unit, Manager: m.what, Err: fmt.Errorf("the start job ended %q (unit %s/%s, result %s)", result, st.active, st.sub, st.result)}
 	}
 	return p, nil
+}
+
+// UnitInUseError says a unit by the claim's name is already loaded on the
+// manager: a start would be refused, with nothing of the writer run.
+type UnitInUseError struct {
+	Unit, Manager string
+	Active, Sub   string // its ActiveState and SubState
+}
+
+func (e *UnitInUseError) Error() string {
+	return fmt.Sprintf("unit %s is already loaded on %s (%s/%s): another unit has the claim's name (a run of an earlier claim with the same id, or someone else's); stop or reset it (systemctl stop %s; systemctl reset-failed %s) or take the claim with another id", e.Unit, e.Manager, e.Active, e.Sub, e.Unit, e.Unit)
+}
+
+// CheckStart implements lifecycle.StartChecker: it refuses a spec whose
+// unit the manager has loaded already (a *UnitInUseError), before anything
+// is published or started. A unit the manager cannot be asked about is an
+// error too: the start would fail the same way.
+func (m *Manager) CheckStart(ctx context.Context, spec lifecycle.Spec) error {
+	if err := unitprobe.ValidateName(spec.Unit); err != nil {
+		return err
+	}
+	st, err := m.read(ctx, spec.Unit)
+	if err != nil {
+		return fmt.Errorf("looking unit %s up on %s before starting it: %w", spec.Unit, m.what, err)
+	}
+	if st.load != "not-found" {
+		return &UnitInUseError{Unit: spec.Unit, Manager: m.what, Active: st.active, Sub: st.sub}
+	}
+	return nil
 }
 
 // literalArgv escapes argv for ExecStart: the manager substitutes $VAR and

@@ -483,3 +483,73 @@ func TestWaitBusLost(t *testing.T) {
 		t.Fatal("Wait did not return after the bus went away")
 	}
 }
+
+// A unit by the claim's name that is already loaded (another's, or a
+// leftover run) is found before the spawn marker: nothing is started, and
+// the claim is released with a no-unit proof naming the unit in the way.
+// Before, the start failed after the marker and the claim stayed held.
+func TestUnitNameInUse(t *testing.T) {
+	m, um := dial(t)
+	f := newFixture(t)
+	owner, _ := f.s.Self(1)
+	run, err := lifecycle.Acquire(f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := lifecycle.UnitFile(run.Claim.Record.UnitName())
+	if err := m.Run(unit, "sleep", "60"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Systemctl("stop", unit) })
+	waitUnit(t, m, unit, "active")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = run.Spawn(ctx, um, lifecycle.Spec{Argv: []string{"true"}})
+	var ns *lifecycle.NotStartedError
+	var inUse *unitctl.UnitInUseError
+	if !errors.As(err, &ns) || !errors.As(err, &inUse) || inUse.Unit != unit {
+		t.Fatalf("Spawn with the unit's name taken: %v; want a NotStartedError for a UnitInUseError naming %s", err, unit)
+	}
+	if err := run.Release(); err != nil {
+		t.Fatal(err)
+	}
+	got := history(t, f.s, f.seat)
+	if len(got) != 2 || got[0] != "reserved" || !strings.HasPrefix(got[1], "stopped no-unit:nothing was started: unit "+unit+" is already loaded") {
+		t.Errorf("history %q; want reserved, then stopped on a no-unit proof naming %s", got, unit)
+	}
+}
+
+// Spec.KillAfter is the unit's stop timeout: a writer that ignores SIGTERM
+// is killed by the manager once it has passed, and the stop ends.
+func TestKillAfterOnSystemd(t *testing.T) {
+	m, um := dial(t)
+	f := newFixture(t)
+	owner, _ := f.s.Self(1)
+	run, err := lifecycle.Acquire(f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := run.Spawn(ctx, um, lifecycle.Spec{Argv: []string{"sh", "-c", `trap "" TERM; sleep 300`}, KillAfter: 500 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	unit := lifecycle.UnitFile(run.Claim.Record.UnitName())
+	waitUnit(t, m, unit, "active")
+	if out, _ := m.Systemctl("show", "-p", "TimeoutStopUSec", "--value", unit); strings.TrimSpace(out) != "500ms" {
+		t.Errorf("TimeoutStopUSec %q; want 500ms", strings.TrimSpace(out))
+	}
+	if err := run.Stop(ctx, "test"); err != nil {
+		t.Fatal(err)
+	}
+	x, err := run.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Signal != syscall.SIGKILL && x.Result != "timeout" {
+		t.Errorf("exit %+v; want the writer killed after the stop timeout", x)
+	}
+	if err := run.Release(); err != nil {
+		t.Fatal(err)
+	}
+}

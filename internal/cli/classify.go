@@ -6,14 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/lifecycle"
 )
 
 var classifyCmd = &command{
@@ -97,7 +97,7 @@ left uncertain (with --all: when any pair or key stays held, for any reason);
 			if units != nil {
 				opts.Units = units
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 			defer stop()
 			if *all {
 				return classifyAll(ctx, e, c, s, opts)
@@ -139,6 +139,7 @@ func classifyOut(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 	if res.Record != nil {
 		o := judgeOwnerFromResult(s, res)
 		j.Owner = &o
+		j.processGroup = res.Record.ProcessGroup()
 	}
 	if res.Unit != nil {
 		j.Unit = &unitJSON{Name: res.Unit.Name, State: string(res.Unit.State), Detail: res.Unit.Detail}
@@ -219,8 +220,12 @@ func classifyWhy(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 	case res.Record == nil:
 		return fmt.Sprintf("held, nothing published: %s; read both histories with `claimctl log`", r.Reason)
 	}
-	next := "stop the writer (unit " + orDash(res.Record.UnitName()) + ") for certain, then `claimctl release --claim " + res.ClaimID + " --proof cohortProof:REF` with the keys"
-	if res.Unit != nil && res.Unit.State == claimstore.UnitUnknown {
+	next := "stop the writer (" + writerOf(res.Record) + ") for certain, then `claimctl release --claim " + res.ClaimID + " --proof cohortProof:REF` with the keys"
+	if pg := lifecycle.ProcessGroupOf(res.Record); pg > 0 {
+		// A run without a service manager: no unit to look up, but its
+		// process group can be judged by an adopter.
+		next = "run `claimctl run --adopt --no-unit` with the keys, which waits for process group " + strconv.Itoa(pg) + " to be gone and releases the claim, or " + next
+	} else if res.Unit != nil && res.Unit.State == claimstore.UnitUnknown {
 		next = "let classify look the unit up (--units, --bus), or " + next
 	}
 	return fmt.Sprintf("left %s%s: %s; %s", res.Outcome, would, r.Reason, next)
@@ -235,7 +240,10 @@ func printClassify(w io.Writer, s *claimstore.Store, j *classifyJSON) {
 	if j.Owner != nil && j.Owner.State != "" {
 		fmt.Fprintf(tw, "owner\tpid %d: %s (%s)\n", j.Owner.PID, j.Owner.State, escText(j.Owner.Reason))
 	}
-	if j.Unit != nil {
+	if j.processGroup > 0 {
+		// No unit was ever made for it: name what the writer ran in.
+		fmt.Fprintf(tw, "writer\tprocess group %d (run without a service manager)\n", j.processGroup)
+	} else if j.Unit != nil {
 		fmt.Fprintf(tw, "unit\t%s: %s (%s)\n", orDash(esc(j.Unit.Name)), j.Unit.State, escText(j.Unit.Detail))
 	}
 	fmt.Fprintf(tw, "outcome\t%s\n", j.Outcome)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/claimstore/claimstore/claimstore"
@@ -55,7 +54,7 @@ not repair what it tried to (each such finding says why).`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 			defer stop()
 			rep, err := checkWithProgress(ctx, e, c, s, *repair)
 			if err != nil {

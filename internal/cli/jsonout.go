@@ -176,6 +176,10 @@ type publishedJSON struct {
 }
 
 type classifyJSON struct {
+	// processGroup is the writer's process group for text output (a run
+	// without a service manager has no unit to name); not in the JSON.
+	processGroup int
+
 	Type      string          `json:"type"` // "pair"
 	Seat      keyJSON         `json:"seat"`
 	Session   keyJSON         `json:"session"`

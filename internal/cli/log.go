@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -44,7 +43,7 @@ cannot place it, and hiding it would hide what most needs reading. These
 filters read every record of the key.
 
 --follow prints the history as above, then each new revision as it is linked,
-until interrupted: SIGINT or SIGTERM ends it with exit 0 (following ends only
+until interrupted: SIGINT, SIGTERM, SIGHUP or SIGQUIT ends it with exit 0 (following ends only
 when asked to). It waits on inotify, not by polling, and follows a key whose
 directory (or root) does not exist yet. With --json it writes the log
 document on one line, then one revision document per line (NDJSON).
@@ -59,7 +58,7 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 		reverse := fs.Bool("reverse", false, "print newest first")
 		since := fs.String("since", "", "keep revisions written at or after `TIME` (writtenAt; informational)")
 		until := fs.String("until", "", "keep revisions written at or before `TIME` (writtenAt; informational)")
-		follow := fs.Bool("follow", false, "after the history, print new revisions as they are linked, until SIGINT or SIGTERM")
+		follow := fs.Bool("follow", false, "after the history, print new revisions as they are linked, until SIGINT, SIGTERM, SIGHUP or SIGQUIT")
 		return func(e *env) error {
 			k, err := kf.oneKey(c)
 			if err != nil {
@@ -105,7 +104,7 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 			if *follow {
 				// Watch before reading the history: a revision linked in
 				// between is then seen by the watch, not lost.
-				ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+				ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 				defer stop()
 				w, err := newKeyWatcher(rc.Path, s.KeyDir(k))
 				if err != nil {

@@ -346,6 +346,16 @@ func report(e *env, c *common, err error) exitCode {
 		// the store published nothing.
 		err = usageErr{err.Error()}
 	}
+	var rm remapped
+	if errors.As(err, &rm) {
+		// Reported as the error it wraps, exiting the code asked for.
+		report(e, c, rm.err)
+		return rm.code
+	}
+	var st cmdStatus
+	if errors.As(err, &st) {
+		return st.code
+	}
 	var (
 		ue  usageErr
 		xe  exitErr

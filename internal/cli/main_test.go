@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -144,6 +145,20 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	},
+	// sig NAME PID: send signal NAME (TERM, HUP, QUIT, INT, KILL, ...) to
+	// process PID; testscript's own kill knows only INT and KILL.
+	"sig": func(ts *testscript.TestScript, neg bool, args []string) {
+		if neg || len(args) != 2 {
+			ts.Fatalf("usage: sig NAME PID")
+		}
+		num := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT, "INT": syscall.SIGINT, "KILL": syscall.SIGKILL, "USR1": syscall.SIGUSR1}[args[0]]
+		if num == 0 {
+			ts.Fatalf("sig: unknown signal %q", args[0])
+		}
+		pid, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		ts.Check(syscall.Kill(pid, num))
 	},
 	// waitgone PID: wait (bounded) until no process PID exists.
 	"waitgone": func(ts *testscript.TestScript, neg bool, args []string) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/lifecycle"
 )
 
 var showCmd = &command{
@@ -373,7 +374,10 @@ func explainPair(s *claimstore.Store, p *claimstore.Pair) *pairJSON {
 		j.Next = "run `" + classify + "`: it completes the release"
 	case state == claimstore.Uncertain || state == claimstore.Stopping:
 		j.Why = fmt.Sprintf("held by claim %s in state %s: owner gone, writer may run", id, state)
-		j.Next = "make sure the claim's writer (unit " + orDash(latest.UnitName()) + ") is stopped, then release it with a proof (`claimctl release --proof cohortProof:REF`)"
+		j.Next = "make sure the claim's writer (" + writerOf(latest) + ") is stopped, then release it with a proof (`claimctl release --proof cohortProof:REF`)"
+		if pg := lifecycle.ProcessGroupOf(latest); pg > 0 {
+			j.Next = fmt.Sprintf("run `claimctl run --adopt --no-unit` with the keys: it waits for process group %d to be gone and releases the claim; or %s", pg, j.Next)
+		}
 	default:
 		j.Why = "held: owner gone, writer may run"
 		j.Next = "run `" + classify + "`"

@@ -21,7 +21,7 @@ import (
 
 var runCmd = &command{
 	name:       "run",
-	args:       "[--root DIR|URL] " + connSyn + " --seat S --project P --workspace W --session ID [--claim-id ID] [--set NAME=JSON]... [--units MODE] [--bus ADDR] [--unit-timeout D] [--no-unit] [--wait] [--timeout D] [--adopt] -- CMD [ARG]...",
+	args:       "[--root DIR|URL] " + connSyn + " --seat S --project P --workspace W --session ID [--claim-id ID] [--set NAME=JSON]... [--units MODE] [--bus ADDR] [--unit-timeout D] [--no-unit] [--kill-after D] [--conflict-exit-code N] [--wait] [--timeout D] [--adopt] -- CMD [ARG]...",
 	summary:    "Run CMD under a claim on the pair, as a transient systemd service, and release the claim with a proof when it ends.",
 	noJSON:     true,
 	positional: true,
@@ -38,24 +38,42 @@ CLAIMSTORE_PROJECT, CLAIMSTORE_WORKSPACE, CLAIMSTORE_SESSION and
 CLAIMSTORE_UNIT; its standard input, output and error are claimctl's (passed
 to the manager). The unit has KillMode=control-group.
 
-SIGINT or SIGTERM: the claim advances to stopping with the stop request, the
-unit is stopped, and once it has ended the claim is released with the proof;
-a second signal does not skip that. Killed with SIGKILL, run leaves the unit
-running and the claim held; run --adopt PAIR takes it back: it adopts the
-claim through classify (only when its owner is proven gone), re-attaches to
-the recorded invocation while it runs, and releases with a proof only when that
-invocation is provably over.
+Before the spawn marker, the unit is looked up: a unit by the claim's name
+that the manager has loaded already (another's, or a leftover) is in the way,
+and run starts nothing, releases the claim with a no-unit proof naming that
+unit, and exits 1. A command that cannot be executed ran none of its code:
+the claim is released with a proof saying nothing was started, and run exits
+127 (not found) or 126 (not executable), as shells do (under systemd the
+manager reports that as exit status 203).
+
+SIGINT, SIGTERM, SIGHUP (a closed terminal, a dropped ssh session) or
+SIGQUIT: the claim advances to stopping with the stop request, the unit (or
+the process group) is sent SIGTERM, and once it has ended the claim is released
+with the proof; run says what it stops and when it will kill it. What is left
+of the writer --kill-after D after the stop (default 90s, systemd's own
+default) is killed with SIGKILL (the unit's TimeoutStopSec). A second signal
+does not skip that. Killed with SIGKILL, run leaves the unit running and the
+claim held; run --adopt PAIR takes it back: it adopts the claim through
+classify (only when its owner is proven gone), re-attaches to the recorded
+invocation (or process group) while it runs, and releases with a proof only
+when that run is provably over.
 
 --no-unit runs CMD as a direct child in a process group of its own instead,
-and releases only once the group is verified empty. When the manager cannot be
-reached, run says so and starts nothing (use --no-unit).
+and releases only once the group is gone: run is the subreaper of CMD's
+descendants (an orphan is reparented to run and reaped by it), and waits up
+to 5s after CMD exits for what CMD left (a zombie, a finishing child); a
+process that stays keeps the claim held, and run exits 6 naming it. When the
+manager cannot be reached, run says so and starts nothing (use --no-unit).
 
 --wait waits for the pair to become free instead of refusing (woken by inotify
 on the key directories), at most --timeout (exit 8 when it passes).
 
 Exit: CMD's status; 2 usage; 3, 4, 5 refusals; 8 timeout (--wait); 6 when
 the claim had to be left held (the writer not proven over, with the reason);
-1 on other errors before CMD ran.`,
+1 on other errors before CMD ran; 126 or 127 when CMD could not be executed.
+A command may exit with any of these itself: --conflict-exit-code N (as
+flock(1)'s -E) makes every outcome that is run's own, not CMD's, exit N
+instead (usage errors still exit 2), so that a script can tell them apart.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		var kf keyFlags
 		kf.register(fs)
@@ -65,107 +83,174 @@ the claim had to be left held (the writer not proven over, with the reason);
 		sets := setFlags{}
 		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable)")
 		noUnit := fs.Bool("no-unit", false, "run CMD as a direct child in its own process group, without a service manager")
+		killAfter := fs.Duration("kill-after", lifecycle.DefaultKillAfter, "after a stop request, kill what is left of the writer with SIGKILL once `D` has passed")
+		conflict := fs.Int("conflict-exit-code", 0, "exit `N` (1-255), instead of run's own code, whenever the outcome is run's and not CMD's (a refusal, a timeout, an error, a claim left held)")
 		wait := fs.Bool("wait", false, "wait for the pair to become free instead of refusing")
 		timeout := fs.Duration("timeout", 0, "with --wait, give up after `D` (exit 8); 0 waits without bound")
 		adopt := fs.Bool("adopt", false, "take over the claim of a run whose claimctl died, and finish its lifecycle (no CMD)")
 		return func(e *env) error {
-			argv := fs.Args()
-			seat, session, err := kf.pair(c)
-			if err != nil {
-				return err
-			}
-			if err := uf.validate(c); err != nil {
-				return err
-			}
+			err := runBody(e, c, fs.Args(), &kf, &uf, runOpts{claimID: *claimID, sets: sets, noUnit: *noUnit, killAfter: *killAfter, wait: *wait, timeout: *timeout, adopt: *adopt, conflict: *conflict})
+			var ue usageErr
+			var st cmdStatus
 			switch {
-			case *adopt && len(argv) > 0:
-				return usagef("--adopt runs no command: it takes over the recorded run; drop %q", strings.Join(argv, " "))
-			case *adopt && (*noUnit || *wait || c.set["claim-id"] || len(sets) > 0):
-				return usagef("--adopt takes the pair and the manager's flags only (--units, --bus)")
-			case !*adopt && len(argv) == 0:
-				return usagef("no command: give it after --, e.g. claimctl run PAIR -- sleep 60")
-			case c.set["timeout"] && !*wait:
-				return usagef("--timeout %v without --wait: run without --wait never waits", *timeout)
-			case *timeout < 0:
-				return usagef("--timeout %v: want a positive duration, or 0 for none", *timeout)
-			case *noUnit && (c.set["units"] || c.set["bus"]):
-				return usagef("--no-unit uses no service manager; drop --units and --bus")
-			case !*noUnit && uf.mode == unitsNone:
-				return usagef("--units none: run needs a service manager to start CMD in; use --no-unit to run it as a direct child")
-			}
-			if c.set["claim-id"] {
-				if err := claimIDFlag("claim-id", *claimID); err != nil {
-					return err
-				}
-			}
-			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
-			if err != nil {
+			case err == nil, errors.As(err, &ue), errors.As(err, &st):
 				return err
+			case c.set["conflict-exit-code"]:
+				// Every outcome of run's own: refusals, a timeout, an error,
+				// a claim left held.
+				return remapped{err: err, code: exitCode(*conflict)}
 			}
-			if err := e.checkMachineID(); err != nil {
-				return err
-			}
-			s, err := e.openStore(rc, true)
-			if err != nil {
-				return err
-			}
-			// Signals are taken from here on: a stop requested while the
-			// claim is taken or the unit started is acted on once it runs.
-			sigs := make(chan os.Signal, 4)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(sigs)
-
-			var starter lifecycle.Starter
-			var mgr *unitctl.Manager
-			if !*noUnit {
-				ctx, cancel := context.WithTimeout(context.Background(), uf.timeout)
-				mgr, err = unitctl.Dial(ctx, &unitprobe.Options{User: uf.user(), Address: uf.bus})
-				cancel()
-				if err != nil {
-					return exitErr{code: exitError, msg: fmt.Sprintf("%v; nothing was started and no claim taken (run CMD without a service manager with --no-unit)", err)}
-				}
-				defer mgr.Close()
-				starter = mgr
-			} else {
-				starter = lifecycle.GroupStarter{Host: e.host()}
-			}
-			owner, err := ownerOf(e.host(), os.Getpid())
-			if err != nil {
-				return fmt.Errorf("cannot identify claimctl run (pid %d) as the owner: %w", os.Getpid(), err)
-			}
-			if *adopt {
-				units, done := uf.lookup()
-				defer done()
-				return adoptRun(e, s, seat, session, owner, units, mgr, sigs)
-			}
-			if c.set["claim-id"] {
-				if err := claimIDInUse(s, *claimID); err != nil {
-					return err
-				}
-			}
-			f := claimstore.AcquireFields{ClaimID: *claimID, Owner: owner}
-			if len(sets) > 0 {
-				f.Fields = sets
-			}
-			var deadline time.Time
-			if *timeout > 0 {
-				deadline = time.Now().Add(*timeout)
-			}
-			r, err := acquireRun(e, s, seat, session, f, *wait, deadline, sigs)
-			if err != nil {
-				return err
-			}
-			spec := lifecycle.Spec{Argv: argv, Stdin: fileOf(e.stdin), Stdout: fileOf(e.stdout), Stderr: fileOf(e.stderr)}
-			ctx := context.Background()
-			if err := r.Spawn(ctx, starter, spec); err != nil {
-				if r.Process() == nil {
-					return exitErr{code: exitUncertain, msg: fmt.Sprintf("%v; claim %s stays held (spawn-marked): if nothing of it runs, release it with `claimctl release --claim %s … --proof cohortProof:REF`", err, r.Claim.ID, r.Claim.ID)}
-				}
-				fmt.Fprintf(e.stderr, "claimctl run: %s\n", escText(err.Error()))
-			}
-			return finishRun(e, r, sigs)
+			return err
 		}
 	},
+}
+
+// runOpts are run's flags besides the pair and the manager's.
+type runOpts struct {
+	claimID   string
+	sets      setFlags
+	noUnit    bool
+	killAfter time.Duration
+	wait      bool
+	timeout   time.Duration
+	adopt     bool
+	conflict  int
+}
+
+// cmdStatus is the exit status of the command run ran: passed through as
+// is, whatever --conflict-exit-code says.
+type cmdStatus struct{ code exitCode }
+
+func (c cmdStatus) Error() string { return "" }
+
+// remapped is an error reported as err is, but exiting code
+// (--conflict-exit-code).
+type remapped struct {
+	err  error
+	code exitCode
+}
+
+func (r remapped) Error() string { return r.err.Error() }
+func (r remapped) Unwrap() error { return r.err }
+
+// stopSignals are the signals run and wait take as a request to stop: a
+// terminal that closes (SIGHUP) or a quit key (SIGQUIT) must not kill run
+// without a release, leaving the writer running and the claim active.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+func runBody(e *env, c *common, argv []string, kf *keyFlags, uf *unitFlags, o runOpts) error {
+	seat, session, err := kf.pair(c)
+	if err != nil {
+		return err
+	}
+	if err := uf.validate(c); err != nil {
+		return err
+	}
+	switch {
+	case o.adopt && len(argv) > 0:
+		return usagef("--adopt runs no command: it takes over the recorded run; drop %q", strings.Join(argv, " "))
+	case o.adopt && (o.wait || c.set["claim-id"] || len(o.sets) > 0):
+		return usagef("--adopt takes the pair, the manager's flags (--units, --bus, or --no-unit) and --kill-after only")
+	case !o.adopt && len(argv) == 0:
+		return usagef("no command: give it after --, e.g. claimctl run PAIR -- sleep 60")
+	case c.set["timeout"] && !o.wait:
+		return usagef("--timeout %v without --wait: run without --wait never waits", o.timeout)
+	case o.timeout < 0:
+		return usagef("--timeout %v: want a positive duration, or 0 for none", o.timeout)
+	case o.noUnit && (c.set["units"] || c.set["bus"]):
+		return usagef("--no-unit uses no service manager; drop --units and --bus")
+	case !o.noUnit && uf.mode == unitsNone:
+		return usagef("--units none: run needs a service manager to start CMD in; use --no-unit to run it as a direct child")
+	case o.killAfter <= 0:
+		return usagef("--kill-after %v: want a positive duration such as 90s", o.killAfter)
+	case c.set["conflict-exit-code"] && (o.conflict < 1 || o.conflict > 255):
+		return usagef("--conflict-exit-code %d: want an exit status from 1 to 255", o.conflict)
+	}
+	if c.set["claim-id"] {
+		if err := claimIDFlag("claim-id", o.claimID); err != nil {
+			return err
+		}
+	}
+	rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
+	if err != nil {
+		return err
+	}
+	if err := e.checkMachineID(); err != nil {
+		return err
+	}
+	s, err := e.openStore(rc, true)
+	if err != nil {
+		return err
+	}
+	// Signals are taken from here on: a stop requested while the claim is
+	// taken or the unit started is acted on once it runs.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, stopSignals...)
+	defer signal.Stop(sigs)
+
+	logf := func(msg string) { fmt.Fprintf(e.stderr, "claimctl run: %s\n", escText(msg)) }
+	group := lifecycle.GroupStarter{Host: e.host(), Subreaper: true, KillAfter: o.killAfter, Log: logf}
+	var starter lifecycle.Starter = group
+	var mgr *unitctl.Manager
+	var dialErr error
+	if !o.noUnit {
+		ctx, cancel := context.WithTimeout(context.Background(), uf.timeout)
+		mgr, dialErr = unitctl.Dial(ctx, &unitprobe.Options{User: uf.user(), Address: uf.bus})
+		cancel()
+		switch {
+		case dialErr == nil:
+			defer mgr.Close()
+			starter = mgr
+		case !o.adopt:
+			return exitErr{code: exitError, msg: fmt.Sprintf("%v; nothing was started and no claim taken (run CMD without a service manager with --no-unit)", dialErr)}
+		}
+	}
+	owner, err := ownerOf(e.host(), os.Getpid())
+	if err != nil {
+		return fmt.Errorf("cannot identify claimctl run (pid %d) as the owner: %w", os.Getpid(), err)
+	}
+	if o.adopt {
+		units, done := uf.lookup()
+		defer done()
+		if o.noUnit {
+			units = nil
+		}
+		return adoptRun(e, s, seat, session, owner, units, mgr, dialErr, lifecycle.GroupAttacher{Host: e.host(), KillAfter: o.killAfter, Log: logf}, sigs, o.killAfter)
+	}
+	if c.set["claim-id"] {
+		if err := claimIDInUse(s, o.claimID); err != nil {
+			return err
+		}
+	}
+	f := claimstore.AcquireFields{ClaimID: o.claimID, Owner: owner}
+	if len(o.sets) > 0 {
+		f.Fields = o.sets
+	}
+	var deadline time.Time
+	if o.timeout > 0 {
+		deadline = time.Now().Add(o.timeout)
+	}
+	r, err := acquireRun(e, s, seat, session, f, o.wait, deadline, sigs)
+	if err != nil {
+		return err
+	}
+	spec := lifecycle.Spec{Argv: argv, KillAfter: o.killAfter, Stdin: fileOf(e.stdin), Stdout: fileOf(e.stdout), Stderr: fileOf(e.stderr)}
+	ctx := context.Background()
+	if err := r.Spawn(ctx, starter, spec); err != nil {
+		var ns *lifecycle.NotStartedError
+		if errors.As(err, &ns) {
+			// Refused before the spawn marker: nothing ran under the claim.
+			if rerr := r.Release(); rerr != nil {
+				return exitErr{code: exitUncertain, msg: fmt.Sprintf("%v; the claim could not be released (%v), so it stays held: release it with `claimctl release --claim %s … --proof no-unit`", err, rerr, r.Claim.ID)}
+			}
+			return exitErr{code: exitError, msg: fmt.Sprintf("%v; claim %s was released with a no-unit proof", err, r.Claim.ID)}
+		}
+		if r.Process() == nil {
+			return exitErr{code: exitUncertain, msg: fmt.Sprintf("%v; claim %s stays held (spawn-marked): if nothing of it runs, release it with `claimctl release --claim %s … --proof cohortProof:REF`", err, r.Claim.ID, r.Claim.ID)}
+		}
+		fmt.Fprintf(e.stderr, "claimctl run: %s\n", escText(err.Error()))
+	}
+	return finishRun(e, r, sigs, o.killAfter)
 }
 
 // fileOf returns the *os.File behind a command's stream, to hand to the
@@ -220,7 +305,7 @@ func waitContext(deadline time.Time, sigs <-chan os.Signal) (context.Context, co
 // finishRun waits for the writer, stopping it on a signal, and releases
 // the claim with the proof once it is over; it exits with the writer's
 // status.
-func finishRun(e *env, r *lifecycle.Run, sigs <-chan os.Signal) error {
+func finishRun(e *env, r *lifecycle.Run, sigs <-chan os.Signal, killAfter time.Duration) error {
 	type waited struct {
 		x   *lifecycle.Exit
 		err error
@@ -238,10 +323,12 @@ func finishRun(e *env, r *lifecycle.Run, sigs <-chan os.Signal) error {
 			wait = false
 		case sig := <-sigs:
 			if stopping {
-				fmt.Fprintf(e.stderr, "claimctl run: %v: still stopping claim %s's writer; the claim is released with its proof once it has ended\n", sig, r.Claim.ID)
+				fmt.Fprintf(e.stderr, "claimctl run: %v: still stopping claim %s's writer (%s); the claim is released with its proof once it has ended\n", sig, r.Claim.ID, writerOf(r.Claim.Record))
 				continue
 			}
 			stopping = true
+			fmt.Fprintf(e.stderr, "claimctl run: %v: stopping claim %s's writer, %s: SIGTERM to every process of it now, SIGKILL to what is left after %v (at %s); the claim is released with its proof once it has ended\n",
+				sig, r.Claim.ID, writerOf(r.Claim.Record), killAfter, time.Now().Add(killAfter).Format("15:04:05"))
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := r.Stop(ctx, fmt.Sprintf("claimctl run received %v", sig))
 			cancel()
@@ -250,7 +337,7 @@ func finishRun(e *env, r *lifecycle.Run, sigs <-chan os.Signal) error {
 				// The stop was not taken (the manager unreachable): the
 				// writer may run on, and waiting for its end could last
 				// forever. Leave the claim held, and say so.
-				return exitErr{code: exitUncertain, msg: fmt.Sprintf("%v; claim %s stays held: stop its writer (unit %s) for certain, then release it with a cohortProof, or run `claimctl run --adopt` with its keys", err, r.Claim.ID, lifecycle.UnitFile(r.Claim.Record.UnitName()))}
+				return exitErr{code: exitUncertain, msg: fmt.Sprintf("%v; claim %s stays held: stop its writer (%s) for certain, then release it with a cohortProof, or run `claimctl run --adopt` with its keys", err, r.Claim.ID, writerOf(r.Claim.Record))}
 			}
 			if err != nil {
 				fmt.Fprintf(e.stderr, "claimctl run: %s\n", escText(err.Error()))
@@ -267,14 +354,28 @@ func finishRun(e *env, r *lifecycle.Run, sigs <-chan os.Signal) error {
 	if status < 0 {
 		status = 0 // over, its status unknown (collected before it was read)
 	}
-	return exitErr{code: exitCode(status)}
+	return cmdStatus{code: exitCode(status)}
+}
+
+// writerOf names a claim's writer for messages: its process group when
+// it ran without a service manager (processGroup), else its unit.
+func writerOf(rec *claimstore.Record) string {
+	if pg := lifecycle.ProcessGroupOf(rec); pg > 0 {
+		return fmt.Sprintf("process group %d", pg)
+	}
+	return "unit " + orDash(rec.UnitName())
 }
 
 // adoptRun is run --adopt: classify's adoption, then the rest of the
-// lifecycle on the recorded run.
-func adoptRun(e *env, s *claimstore.Store, seat, session claimstore.Key, owner claimstore.Owner, units *unitLookup, mgr *unitctl.Manager, sigs <-chan os.Signal) error {
+// lifecycle on the recorded run: a unit through the manager, a process
+// group (a --no-unit run) by itself. mgr is nil when the manager could not
+// be reached (dialErr says why): a unit run then stays held.
+func adoptRun(e *env, s *claimstore.Store, seat, session claimstore.Key, owner claimstore.Owner, units *unitLookup, mgr *unitctl.Manager, dialErr error, groups lifecycle.GroupAttacher, sigs <-chan os.Signal, killAfter time.Duration) error {
 	ctx := context.Background()
-	opts := &lifecycle.AdoptOptions{Attacher: mgr}
+	opts := &lifecycle.AdoptOptions{Groups: groups}
+	if mgr != nil {
+		opts.Attacher = mgr
+	}
 	if units != nil {
 		opts.Units = units
 	}
@@ -289,11 +390,13 @@ func adoptRun(e *env, s *claimstore.Store, seat, session claimstore.Key, owner c
 		return nil
 	case r == nil && err != nil:
 		return err
+	case err != nil && dialErr != nil && lifecycle.ProcessGroupOf(r.Claim.Record) == 0:
+		return exitErr{code: exitUncertain, msg: fmt.Sprintf("%v: %v", err, dialErr)}
 	case err != nil:
 		return exitErr{code: exitUncertain, msg: err.Error()}
 	}
-	fmt.Fprintf(e.stderr, "claimctl run: adopted claim %s (invocation %s)\n", r.Claim.ID, orDash(r.Process().ID()))
-	return finishRun(e, r, sigs)
+	fmt.Fprintf(e.stderr, "claimctl run: adopted claim %s (%s, invocation %s)\n", r.Claim.ID, writerOf(r.Claim.Record), orDash(r.Process().ID()))
+	return finishRun(e, r, sigs, killAfter)
 }
 
 var waitCmd = &command{
@@ -327,7 +430,7 @@ until classify or a release frees it: wait does not judge owners.`,
 				return err
 			}
 			sigs := make(chan os.Signal, 1)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			signal.Notify(sigs, stopSignals...)
 			defer signal.Stop(sigs)
 			var deadline time.Time
 			if *timeout > 0 {
