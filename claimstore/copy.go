@@ -1,9 +1,12 @@
 package claimstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
 )
 
 // CopyReport is what Copy did.
@@ -13,6 +16,14 @@ type CopyReport struct {
 	// revisions (temporaries, an operator's notes), which no backend
 	// reads as part of the history.
 	Skipped []string
+	// Resumed counts the revisions and proofs an earlier, unfinished copy
+	// had made already, found identical and kept (counted in Revisions and
+	// Proofs too).
+	Resumed int
+	// Staged says the copy was built where no reader takes it for a root
+	// and published at once (the destination is a storage.Stager): a copy
+	// that failed left nothing visible.
+	Staged bool
 }
 
 // ErrCopyConflict is returned by Copy when the destination already holds
@@ -22,13 +33,33 @@ var ErrCopyConflict = errors.New("the destination already holds it; copy never o
 // Copy copies a whole root from src to dst, byte for byte: every revision
 // of every key, in ascending order per key, then every proof, each
 // published on dst exclusively and durably as a store publishes. A
-// revision or proof that dst already holds is an error wrapping
-// ErrCopyConflict (nothing is overwritten, and what was copied before it
-// stays). A revision of src that cannot be read (damaged, untrusted) is
-// an error too: a copy that silently dropped it could turn a held key
-// free. Copy is meant for a root no writer uses: it takes no claims.
+// revision of src that cannot be read (damaged, untrusted) is an error: a
+// copy that silently dropped it could turn a held key free. Copy is meant
+// for a root no writer uses: it takes no claims.
+//
+// A copy is all or nothing where dst can stage it (storage.Stager, which
+// both backends are): the root is built where no reader takes it for one
+// (a staging directory renamed into place; on etcd, the prefix marked
+// unfinished so that every reader refuses it) and published at once when
+// everything is durable. A copy that fails leaves nothing a reader takes for
+// a root; running it again starts it anew (directory) or resumes it (etcd:
+// what is there already must be byte for byte the source's), and
+// Unstage removes what it left. dst must hold no root: anything it holds
+// is an error wrapping storage.ErrNotEmpty (or ErrCopyConflict, for a
+// backend that cannot stage), and nothing is overwritten.
 func Copy(dst, src Backend) (*CopyReport, error) {
 	rep := &CopyReport{}
+	to := dst
+	var staged storage.Staged
+	if st, ok := dst.(storage.Stager); ok {
+		var err error
+		if staged, err = st.Stage(); err != nil {
+			return rep, fmt.Errorf("copy: %w", err)
+		}
+		to, rep.Staged = staged, true
+	} else if err := refuseNonEmpty(dst); err != nil {
+		return rep, err
+	}
 	for _, kind := range []Kind{KindSeat, KindSession} {
 		locs, err := src.Locs(kind)
 		if err != nil {
@@ -48,7 +79,18 @@ func Copy(dst, src Backend) (*CopyReport, error) {
 				if err != nil {
 					return rep, fmt.Errorf("copy: read %v revision %d: %w", loc, n, err)
 				}
-				if err := dst.Publish(loc, n, data, nil); err != nil {
+				err = to.Publish(loc, n, data, nil)
+				if errors.Is(err, ErrRevisionExists) && staged != nil {
+					// Left by the unfinished copy this one resumes: kept only
+					// if it is the source's, byte for byte.
+					have, rerr := to.Read(loc, n)
+					if rerr == nil && bytes.Equal(have, data) {
+						rep.Revisions++
+						rep.Resumed++
+						continue
+					}
+				}
+				if err != nil {
 					if errors.Is(err, ErrRevisionExists) {
 						return rep, fmt.Errorf("copy: %v revision %d: %w: %w", loc, n, ErrCopyConflict, err)
 					}
@@ -67,7 +109,15 @@ func Copy(dst, src Backend) (*CopyReport, error) {
 		if err != nil {
 			return rep, fmt.Errorf("copy: read proof %s: %w", id, err)
 		}
-		if err := dst.WriteProof(id, data); err != nil {
+		err = to.WriteProof(id, data)
+		if errors.Is(err, fs.ErrExist) && staged != nil {
+			if have, rerr := to.ReadProof(id); rerr == nil && bytes.Equal(have, data) {
+				rep.Proofs++
+				rep.Resumed++
+				continue
+			}
+		}
+		if err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				return rep, fmt.Errorf("copy: proof %s: %w: %w", id, ErrCopyConflict, err)
 			}
@@ -75,5 +125,41 @@ func Copy(dst, src Backend) (*CopyReport, error) {
 		}
 		rep.Proofs++
 	}
+	if staged != nil {
+		if err := staged.Commit(); err != nil {
+			return rep, fmt.Errorf("copy: publishing the copied root: %w", err)
+		}
+	}
 	return rep, nil
+}
+
+// Unstage removes what a copy into dst that failed left staged (see Copy),
+// and nothing else: an error wrapping storage.ErrNothingStaged when there
+// is none, or when dst cannot stage.
+func Unstage(dst Backend) error {
+	st, ok := dst.(storage.Stager)
+	if !ok {
+		return storage.ErrNothingStaged
+	}
+	return st.Unstage()
+}
+
+// refuseNonEmpty refuses a destination that holds any key or proof.
+func refuseNonEmpty(be Backend) error {
+	n := 0
+	for _, kind := range []Kind{KindSeat, KindSession} {
+		locs, err := be.Locs(kind)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("copy: reading the destination: %w", err)
+		}
+		n += len(locs)
+	}
+	ids, err := be.Proofs()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("copy: reading the destination: %w", err)
+	}
+	if n > 0 || len(ids) > 0 {
+		return fmt.Errorf("copy: %w: the destination already holds %d keys and %d proofs; copy never overwrites: copy into an empty root", storage.ErrNotEmpty, n, len(ids))
+	}
+	return nil
 }

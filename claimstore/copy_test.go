@@ -104,8 +104,8 @@ func TestCopyRoundTrip(t *testing.T) {
 		}
 	}
 	// Refuses to overwrite: nothing on etcd changes.
-	if _, err := Copy(eb, ds.Backend()); !errors.Is(err, ErrCopyConflict) {
-		t.Errorf("second copy into etcd: %v, want ErrCopyConflict", err)
+	if _, err := Copy(eb, ds.Backend()); !errors.Is(err, ErrNotEmpty) {
+		t.Errorf("second copy into etcd: %v, want ErrNotEmpty (copy never overwrites)", err)
 	}
 
 	back := filepath.Join(t.TempDir(), "back")

@@ -3,6 +3,8 @@ package claimstore
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -15,6 +17,19 @@ var (
 	// number is already taken by another writer's file. The store treats it
 	// as a lost race: it re-reads and re-decides, or refuses.
 	ErrRevisionExists = storage.ErrRevisionExists
+
+	// ErrNotEmpty is returned by Copy when the destination holds a root
+	// already: a copy never overwrites.
+	ErrNotEmpty = storage.ErrNotEmpty
+
+	// ErrUnfinishedCopy is returned by every operation on a root that a
+	// copy began and did not finish (see Copy): keys of the source may be
+	// missing from it, and a missing key would read free.
+	ErrUnfinishedCopy = storage.ErrUnfinishedCopy
+
+	// ErrNothingStaged is returned by Unstage when there is no unfinished
+	// copy to remove.
+	ErrNothingStaged = storage.ErrNothingStaged
 
 	// ErrUnsafeRoot is returned by Open when the claim root is a symlink,
 	// not a directory, or writable by another user: a root that cannot
@@ -54,6 +69,13 @@ var (
 	// damaged, so publishing it would hold the key forever, its owner's own
 	// steps included. The error names the size and the limit.
 	ErrRecordTooLarge = errors.New("record too large")
+
+	// ErrNotClaimRoot is returned, wrapped in a *NotClaimRootError naming
+	// the directory, when a write would make a claim root of a directory that
+	// holds other things and nothing of a claim root (see NotClaimRoot):
+	// a mistyped --root must not scatter seat/ and session/ into /etc or
+	// a home directory. Nothing is written.
+	ErrNotClaimRoot = errors.New("not a claim root")
 
 	// ErrNotOwned is returned when an operation names a claim the store
 	// did not issue (a nil claim or one without keys).
@@ -130,3 +152,61 @@ var hints = map[Code]string{
 func refuse(code Code, claimID, reason string, err error, keys ...Key) *Refusal {
 	return &Refusal{Code: code, Keys: keys, ClaimID: claimID, Reason: reason, Hint: hints[code], Err: err}
 }
+
+// rootEntries are what a claim root holds: its kind directories and its
+// proofs. lost+found is what a dedicated filesystem's root holds besides.
+var rootEntries = map[string]bool{string(KindSeat): true, string(KindSession): true, ProofDir: true}
+
+// NotClaimRoot says whether a directory holding names (its entries) may be
+// used as a claim root: it may when it is empty (nothing claimed yet), when
+// it holds seat/, session/ or proofs/ (a claim root, perhaps with stray files
+// that fsck reports), or only lost+found (a filesystem made for it). For any
+// other directory it returns a *NotClaimRootError.
+func NotClaimRoot(root string, names []string) error {
+	var others []string
+	for _, n := range names {
+		if rootEntries[n] {
+			return nil
+		}
+		if n != "lost+found" {
+			others = append(others, n)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	sort.Strings(others)
+	return &NotClaimRootError{Root: root, Entries: others}
+}
+
+// NotClaimRootError says a directory is not a claim root: it holds
+// Entries (sorted) and none of seat/, session/ or proofs/. It wraps
+// ErrNotClaimRoot.
+type NotClaimRootError struct {
+	Root    string
+	Entries []string
+}
+
+// Shown quotes the first few entries, for a message: `"apt", "dpkg"`, or
+// `"a", "b", "c", … (12 in all)`.
+func (e *NotClaimRootError) Shown() string {
+	shown := e.Entries
+	if len(shown) > 3 {
+		shown = shown[:3]
+	}
+	q := make([]string, len(shown))
+	for i, n := range shown {
+		q[i] = strconv.Quote(n)
+	}
+	more := ""
+	if len(e.Entries) > len(shown) {
+		more = fmt.Sprintf(", … (%d in all)", len(e.Entries))
+	}
+	return strings.Join(q, ", ") + more
+}
+
+func (e *NotClaimRootError) Error() string {
+	return fmt.Sprintf("%s is not a claim root: it holds %s and none of seat/, session/ or proofs/; the store writes only into an empty directory (or one it creates) or an existing claim root: pass the claim root with --root (or CLAIMSTORE_ROOT), or an empty directory for a new one; nothing was written", e.Root, e.Shown())
+}
+
+func (e *NotClaimRootError) Unwrap() error { return ErrNotClaimRoot }

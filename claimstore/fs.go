@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -42,6 +43,14 @@ type FS interface {
 	// Remove is like os.Remove. The removal is not durable until SyncDir
 	// of the parent returns.
 	Remove(name string) error
+
+	// Rename is like os.Rename: it moves oldpath to newpath, replacing
+	// newpath if it is an empty directory (or, for a file, a file). Within
+	// one directory the rename is atomic, also across a crash: either name
+	// is there, never both nor neither. The change is not durable until
+	// SyncDir of the directory (of both directories when they differ, and
+	// then a crash may keep either half of it).
+	Rename(oldpath, newpath string) error
 
 	// SyncDir makes every entry of directory name durable: created,
 	// linked and removed names alike.
@@ -112,7 +121,7 @@ func (osFS) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: ErrUnsafePath}
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is %s, not a regular file", ErrUnsafePath, safefile.Describe(fi.Mode()))}
 	}
 	if fi.Size() > MaxFileSize {
 		return nil, tooLarge(name, fi.Size())
@@ -134,6 +143,16 @@ func (osFS) ReadDir(name string) ([]string, error) {
 func (osFS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, perm) }
 
 func (osFS) Remove(name string) error { return os.Remove(name) }
+
+// Rename is rename(2) itself: os.Rename refuses to replace an existing
+// directory, which rename(2) does when it is empty (a copy's staging put in
+// place of an empty destination).
+func (osFS) Rename(oldpath, newpath string) error {
+	if err := syscall.Rename(oldpath, newpath); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
+	return nil
+}
 
 func (osFS) SyncDir(name string) error {
 	f, err := safefile.OpenDir(name)

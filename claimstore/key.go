@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -154,12 +156,62 @@ func (k Key) Hash() string {
 }
 
 // String returns a short human form, for messages.
+//
+// Keys are bytes, compared as written (as the reference compares them):
+// "caf\u00e9" and "cafe\u0301" are two seats that a terminal draws alike.
+// So that distinct keys never print alike, each value is quoted with
+// combining marks, format characters and every space but U+0020 escaped
+// (quoteKey), and a key holding any non-ASCII character is followed by the
+// first 8 digits of its hash: `seat "café" (…) [h:1f2e3d4c]`. Nothing is
+// ever normalised.
 func (k Key) String() string {
+	var s string
 	switch k.Kind {
 	case KindSeat:
-		return fmt.Sprintf("seat %q (project %q, workspace %q)", k.Seat, k.Project, k.Workspace)
+		s = "seat " + quoteKey(k.Seat) + " (project " + quoteKey(k.Project) + ", workspace " + quoteKey(k.Workspace) + ")"
 	case KindSession:
-		return fmt.Sprintf("session %q", k.Session)
+		s = "session " + quoteKey(k.Session)
+	default:
+		return fmt.Sprintf("invalid key of kind %q", k.Kind)
 	}
-	return fmt.Sprintf("invalid key of kind %q", k.Kind)
+	if !isASCII(k.Seat + k.Project + k.Workspace + k.Session) {
+		s += " [h:" + k.Hash()[:8] + "]"
+	}
+	return s
+}
+
+// quoteKey is strconv.Quote, also escaping what draws like something else
+// or like nothing: combining marks (a base letter plus U+0301 draws as the
+// precomposed letter), format characters (zero-width joiners, bidi
+// controls) and spaces other than U+0020 (a no-break space draws as one).
+func quoteKey(v string) string {
+	q := strconv.Quote(v)
+	if isASCII(v) {
+		return q
+	}
+	var b strings.Builder
+	for _, r := range q {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case unicode.In(r, unicode.M, unicode.Cf) || unicode.IsSpace(r) || unicode.In(r, unicode.Zs, unicode.Zl, unicode.Zp):
+			if r > 0xffff {
+				fmt.Fprintf(&b, `\U%08x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

@@ -193,3 +193,49 @@ func TestRevisionNames(t *testing.T) {
 		}
 	}
 }
+
+// Keys that a terminal draws alike print differently: a precomposed letter
+// and a letter plus a combining mark, a no-break space and a space, a
+// zero-width joiner and nothing. ASCII keys print as before; nothing is
+// normalised (the two café seats are two keys, as in the reference).
+func TestKeysThatLookAlikePrintDifferently(t *testing.T) {
+	for _, pair := range [][2]string{
+		{"caf\u00e9", "cafe\u0301"},
+		{"a b", "a\u00a0b"},
+		{"ab", "a\u200db"},
+		{"x", "x\u202e"},
+	} {
+		a, err1 := SeatKey(pair[0], "p", "/w")
+		b, err2 := SeatKey(pair[1], "p", "/w")
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if a.Hash() == b.Hash() {
+			t.Fatalf("%q and %q are one key", pair[0], pair[1])
+		}
+		if a.String() == b.String() {
+			t.Errorf("%q and %q both print as %s", pair[0], pair[1], a.String())
+		}
+		for _, k := range []Key{a, b} {
+			if !isASCII(k.Seat) && !strings.Contains(k.String(), "[h:"+k.Hash()[:8]+"]") {
+				t.Errorf("%s: a non-ASCII key does not show its hash", k)
+			}
+		}
+	}
+	k, _ := SeatKey("s1", "demo", "/srv/ws")
+	if got, want := k.String(), `seat "s1" (project "demo", workspace "/srv/ws")`; got != want {
+		t.Errorf("ASCII key prints %s, want %s", got, want)
+	}
+	if got := seatKeyOrDie(t, "cafe\u0301").String(); !strings.Contains(got, `"cafe\u0301"`) {
+		t.Errorf("combining mark not escaped: %s", got)
+	}
+}
+
+func seatKeyOrDie(t *testing.T, s string) Key {
+	t.Helper()
+	k, err := SeatKey(s, "p", "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

@@ -100,14 +100,29 @@ func (b *dirBackend) makeRoot() error {
 			return err
 		}
 	}
-	if err := b.fs.Mkdir(b.root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	err := b.fs.Mkdir(b.root, 0o700)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
+	existed := err != nil
 	fi, err := b.fs.Lstat(b.root)
 	if err != nil {
 		return err
 	}
-	return checkRootInfo(b.root, fi)
+	if err := checkRootInfo(b.root, fi); err != nil {
+		return err
+	}
+	if existed {
+		// A directory that holds other things (/etc, a home directory, a
+		// project's checkout) is not made a claim root by a first write:
+		// only an empty directory or a claim root is written into.
+		names, err := b.fs.ReadDir(b.root)
+		if err != nil {
+			return err
+		}
+		return NotClaimRoot(b.root, names)
+	}
+	return nil
 }
 
 // fsyncDirs fsyncs dirs, and the parents that needs still owe, all at once,

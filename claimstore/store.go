@@ -85,6 +85,9 @@ func Open(root string, opts *Options) (*Store, error) {
 	url := opts.Backend != nil && strings.Contains(root, "://")
 	if !url {
 		root = filepath.Clean(root)
+		if isStagingName(root) {
+			return nil, &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: a directory named .NAME%s is where claimctl copy builds a copy of a root before it renames it into place; it is never a root (remove it with claimctl copy --abort --to NAME)", ErrUnsafeRoot, StagingSuffix)}
+		}
 	}
 	fsys := opts.FS
 	if fsys == nil {

@@ -46,8 +46,13 @@ type Backend struct {
 
 	owned bool // the client was made by Open: Close closes it
 
-	mu    sync.Mutex
-	fence string // this backend's current fence id; see create
+	// staging is set on the backend a copy writes with (see Stage): it is
+	// not refused for the root's unfinished-copy mark.
+	staging bool
+
+	mu     sync.Mutex
+	fence  string // this backend's current fence id; see create
+	copyOK bool   // no unfinished-copy mark was found (see checkCopy)
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -115,6 +120,9 @@ func pathErr(op, key string, err error) error { return &fs.PathError{Op: op, Pat
 // the history's length. Keys in that range that are not revision names
 // (put there by hand) make it fall back to a listing.
 func (b *Backend) Head(loc storage.Loc) (uint64, []byte, error, error) {
+	if err := b.checkCopy(); err != nil {
+		return 0, nil, nil, err
+	}
 	ctx, cancel := b.ctx()
 	defer cancel()
 	dir := b.KeyDir(loc)
@@ -161,6 +169,9 @@ func tooLarge(key string, size int) error {
 // Read returns revision n of loc; an absent revision is an error wrapping
 // fs.ErrNotExist.
 func (b *Backend) Read(loc storage.Loc, n uint64) ([]byte, error) {
+	if err := b.checkCopy(); err != nil {
+		return nil, err
+	}
 	return b.get(b.RevisionKey(loc, n))
 }
 
@@ -222,6 +233,9 @@ func (b *Backend) keys(dir string, each func(rest string) (skipTo string)) error
 // names under its key prefix (the first path component of each), with
 // keys-only, paginated ranges.
 func (b *Backend) List(loc storage.Loc) ([]uint64, []string, error) {
+	if err := b.checkCopy(); err != nil {
+		return nil, nil, err
+	}
 	var revs []uint64
 	var other []string
 	seen := map[string]bool{}
@@ -252,6 +266,9 @@ func (b *Backend) List(loc storage.Loc) ([]uint64, []string, error) {
 // under <prefix>/<kind>/, skipping each key's revisions once its hash is
 // seen, so that a page covers many keys whatever their histories.
 func (b *Backend) Locs(kind storage.Kind) ([]storage.Loc, error) {
+	if err := b.checkCopy(); err != nil {
+		return nil, err
+	}
 	var out []storage.Loc
 	err := b.keys(b.prefix+"/"+string(kind)+"/", func(rest string) string {
 		name, _, _ := strings.Cut(rest, "/")
@@ -271,6 +288,9 @@ func (b *Backend) Sync(storage.Loc, uint64) error { return nil }
 // WriteProof stores a proof under id exclusively, as Publish stores a
 // revision; an existing id is an error wrapping fs.ErrExist.
 func (b *Backend) WriteProof(id string, data []byte) error {
+	if err := b.checkCopy(); err != nil {
+		return err
+	}
 	key := b.ProofKey(id)
 	err := b.create(key, data)
 	if errors.Is(err, storage.ErrRevisionExists) {
@@ -281,10 +301,18 @@ func (b *Backend) WriteProof(id string, data []byte) error {
 
 // ReadProof returns the proof with id; an absent one is an error wrapping
 // fs.ErrNotExist.
-func (b *Backend) ReadProof(id string) ([]byte, error) { return b.get(b.ProofKey(id)) }
+func (b *Backend) ReadProof(id string) ([]byte, error) {
+	if err := b.checkCopy(); err != nil {
+		return nil, err
+	}
+	return b.get(b.ProofKey(id))
+}
 
 // Proofs lists the ids of the proofs under <prefix>/proofs/.
 func (b *Backend) Proofs() ([]string, error) {
+	if err := b.checkCopy(); err != nil {
+		return nil, err
+	}
 	var ids []string
 	err := b.keys(b.prefix+"/"+ProofDir+"/", func(rest string) string {
 		if id, ok := strings.CutSuffix(rest, ".json"); ok && !strings.Contains(id, "/") {
@@ -310,6 +338,9 @@ func (b *Backend) Publish(loc storage.Loc, n uint64, data []byte, hook func(stor
 // Prepare checks the revision number and calls the hook's first two
 // barriers; there is nothing to write before the transaction.
 func (b *Backend) Prepare(loc storage.Loc, n uint64, data []byte, hook func(storage.Barrier) error) (storage.Prepared, error) {
+	if err := b.checkCopy(); err != nil {
+		return nil, err
+	}
 	if n == 0 || n > storage.MaxRevision {
 		return nil, pathErr("publish", b.KeyDir(loc), fmt.Errorf("revision %d is out of range 1..%d", n, storage.MaxRevision))
 	}

@@ -20,6 +20,20 @@ const (
 // as a lost race: it re-reads and re-decides, or refuses.
 var ErrRevisionExists = errors.New("revision already published by another writer")
 
+// ErrNotEmpty is returned by Stager.Stage when the destination already
+// holds a root: a copy never overwrites.
+var ErrNotEmpty = errors.New("the destination is not empty")
+
+// ErrUnfinishedCopy is returned by every operation of a backend whose root
+// is a copy that was begun and never finished (a failed or interrupted
+// claimctl copy): part of the source is missing from it, and a key missing
+// there would read free while the source holds it.
+var ErrUnfinishedCopy = errors.New("the root is an unfinished copy")
+
+// ErrNothingStaged is returned by Stager.Unstage when no unfinished copy
+// is there to remove.
+var ErrNothingStaged = errors.New("no unfinished copy to remove")
+
 // MaxRecordSize bounds what a store reads of a revision or a proof: a
 // record is a few hundred bytes; a larger one is damaged (its key reads as
 // held), so that a planted giant value cannot make every reader allocate
@@ -168,4 +182,30 @@ func IsKeyHash(name string) bool {
 		}
 	}
 	return true
+}
+
+// Stager is an optional capability of a Backend that a whole root is copied
+// into (claimstore.Copy): the root is built where no reader takes it for
+// one, and published at once, so that a copy is all or nothing. Without it,
+// Copy writes the destination in place, and a copy that fails half way
+// leaves a partial root that reads as if it were whole.
+type Stager interface {
+	// Stage returns where to build the root. The destination must hold no
+	// root (else an error wrapping ErrNotEmpty). A staged root left by an
+	// earlier copy that failed is taken up again: the caller's writes of
+	// what it already holds then fail with ErrRevisionExists (or fs.ErrExist
+	// for a proof), and the caller compares the bytes.
+	Stage() (Staged, error)
+	// Unstage removes a staged root that a failed copy left, durably, and
+	// nothing else: ErrNothingStaged when there is none.
+	Unstage() error
+}
+
+// Staged is a root being built by Stager.Stage: a Backend to write it
+// with, and its publication.
+type Staged interface {
+	Backend
+	// Commit publishes the staged root as the destination, atomically (a
+	// reader sees nothing of it before, all of it after) and durably.
+	Commit() error
 }

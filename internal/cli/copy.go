@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"strings"
 
@@ -13,7 +12,7 @@ import (
 
 var copyCmd = &command{
 	name:    "copy",
-	args:    "--from ROOT --to ROOT " + connSyn + " [--json]",
+	args:    "(--from ROOT --to ROOT | --abort --to ROOT) " + connSyn + " [--json]",
 	summary: "Copy a whole claim root to another, between backends (directory, etcd), byte for byte.",
 	noRoot:  true,
 	doc: `
@@ -25,17 +24,33 @@ be a directory or etcd://host:2379[,host:2379...]/prefix (the connection
 flags apply to both).
 
 The destination must be empty: copy never overwrites, and refuses a
-destination that holds any key or proof before it starts (exit 1). Names
-under a key that are not revisions (a temporary, an operator's note) are not
-copied, and are listed. A source revision that cannot be read stops the
-copy (exit 1): leaving it out could make a held key read free on the
-destination. Copy a root no supervisor is writing: copy takes no claims.`,
+destination that holds anything before it starts (exit 1). Names under a key
+that are not revisions (a temporary, an operator's note) are not copied, and
+are listed. A source revision that cannot be read stops the copy (exit 1):
+leaving it out could make a held key read free on the destination. Copy a
+root no supervisor is writing: copy takes no claims.
+
+A copy is all or nothing. Into a directory, it is built in a staging
+directory beside the destination (.NAME.claimctl-copy) and renamed into place
+once everything in it is durable; into etcd, the prefix is marked unfinished
+(PREFIX/copying) first, every command refuses a marked root, and the mark is
+deleted last. A copy that failed leaves nothing any reader takes for a root:
+run the same command again (into a directory it starts anew; into etcd it
+resumes, keeping what matches the source byte for byte), or remove what it
+left with copy --abort --to ROOT.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		from := fs.String("from", "", "the `root` to copy from: a directory or an etcd:// URL")
 		to := fs.String("to", "", "the `root` to copy to, which must be empty")
+		abort := fs.Bool("abort", false, "remove what a copy into --to that failed left staged, and nothing else")
 		registerConnFlags(fs, &c.conn)
 		return func(e *env) error {
 			e.conn = c.conn
+			if *abort {
+				if *from != "" || *to == "" {
+					return usagef("copy --abort takes --to ROOT only: the root a failed copy was copying into")
+				}
+				return abortCopy(e, c, *to)
+			}
 			if *from == "" || *to == "" {
 				return usagef("copy needs both --from ROOT and --to ROOT")
 			}
@@ -63,9 +78,6 @@ destination. Copy a root no supervisor is writing: copy takes no claims.`,
 			if err != nil {
 				return err
 			}
-			if err := refuseNonEmpty(ds); err != nil {
-				return err
-			}
 			rep, err := claimstore.Copy(ds.Backend(), ss.Backend())
 			j := copyJSON{From: ss.Root(), To: ds.Root(), Skipped: []string{}}
 			if rep != nil {
@@ -73,6 +85,9 @@ destination. Copy a root no supervisor is writing: copy takes no claims.`,
 				j.Skipped = append(j.Skipped, rep.Skipped...)
 			}
 			if err != nil {
+				if rep != nil && rep.Staged && !errors.Is(err, claimstore.ErrNotEmpty) {
+					return fmt.Errorf("%w (copied before it: %d keys, %d revisions, %d proofs); nothing of the copy is visible at %s: run the same command again, or remove what it left with `claimctl copy --abort --to %s`", err, j.Keys, j.Revisions, j.Proofs, ds.Root(), shellQuote(ds.Root()))
+				}
 				return fmt.Errorf("%w (copied before it: %d keys, %d revisions, %d proofs)", err, j.Keys, j.Revisions, j.Proofs)
 			}
 			e.done = fmt.Sprintf("%s was copied to %s", j.From, j.To)
@@ -123,23 +138,27 @@ func (e *env) copyRoot(v, flagName string) (rootChoice, error) {
 	return rc, nil
 }
 
-// refuseNonEmpty refuses a destination that holds any key or proof.
-func refuseNonEmpty(s *claimstore.Store) error {
-	be := s.Backend()
-	n := 0
-	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
-		locs, err := be.Locs(kind)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("reading the destination %s: %w", s.Root(), err)
+// abortCopy is copy --abort: it removes what a failed copy into root left.
+func abortCopy(e *env, c *common, root string) error {
+	dst, err := e.copyRoot(root, "--to")
+	if err != nil {
+		return err
+	}
+	ds, err := e.openStore(dst, true)
+	if err != nil {
+		return err
+	}
+	if err := claimstore.Unstage(ds.Backend()); err != nil {
+		if errors.Is(err, claimstore.ErrNothingStaged) {
+			return fmt.Errorf("no unfinished copy into %s to remove (nothing was changed): %w", ds.Root(), err)
 		}
-		n += len(locs)
+		return err
 	}
-	ids, err := be.Proofs()
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("reading the destination %s: %w", s.Root(), err)
+	e.done = "the unfinished copy into " + ds.Root() + " was removed"
+	if c.json {
+		writeJSON(e.stdout, copyJSON{To: ds.Root(), Skipped: []string{}})
+		return nil
 	}
-	if n > 0 || len(ids) > 0 {
-		return fmt.Errorf("the destination %s already holds %d keys and %d proofs; copy never overwrites: copy into an empty root", s.Root(), n, len(ids))
-	}
+	fmt.Fprintf(e.stdout, "removed the unfinished copy into %s\n", esc(ds.Root()))
 	return nil
 }

@@ -7,9 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -138,6 +135,14 @@ func (e *env) resolveRoot(flagRoot string, flagSet bool) (rootChoice, error) {
 		v := e.getenv(envRoot)
 		if err := checkRootURL(v, envRoot); err != nil {
 			return rootChoice{}, err
+		}
+		if !isEtcdRoot(v) && !filepath.IsAbs(v) {
+			// The environment outlives the working directory it was set
+			// in: a relative root names another root from every directory a
+			// supervisor runs in, and two acquires from two directories would
+			// both win the same pair. --root, given with each command, is
+			// resolved against the working directory and printed.
+			return rootChoice{}, usagef("%s=%q is a relative path: it would name a different claim root from every working directory, and two supervisors started in two directories would both win the same pair; set it to an absolute path (e.g. %s=\"$PWD/%s\"), or pass --root", envRoot, v, envRoot, v)
 		}
 		if isEtcdRoot(v) {
 			return rootChoice{Path: v, Source: envRoot, Etcd: true}, nil
@@ -284,35 +289,15 @@ func checkClaimRoot(rc rootChoice) error {
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
-	if err != nil || len(names) == 0 {
+	if err != nil {
 		return nil
 	}
-	for _, n := range names {
-		for _, d := range claimRootDirs {
-			if n == d {
-				return nil
-			}
-		}
+	var nr *claimstore.NotClaimRootError
+	if errors.As(claimstore.NotClaimRoot(rc.Path, names), &nr) {
+		return fmt.Errorf("%s (from %s) is not a claim root: it holds %s and none of seat/, session/ or proofs/, which are all a claim root holds; pass the claim root with --root (or %s)",
+			rc.Path, rc.Source, nr.Shown(), envRoot)
 	}
-	sort.Strings(names)
-	shown := names
-	if len(shown) > 3 {
-		shown = shown[:3]
-	}
-	more := ""
-	if len(names) > len(shown) {
-		more = fmt.Sprintf(", … (%d in all)", len(names))
-	}
-	return fmt.Errorf("%s (from %s) is not a claim root: it holds %s%s and none of seat/, session/ or proofs/, which are all a claim root holds; pass the claim root with --root (or %s)",
-		rc.Path, rc.Source, quoteAll(shown), more, envRoot)
-}
-
-func quoteAll(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = strconv.Quote(n)
-	}
-	return strings.Join(q, ", ")
+	return nil
 }
 
 // progress shows, on standard error and only when it is a terminal (a log

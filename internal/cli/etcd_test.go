@@ -66,7 +66,7 @@ func TestTLSFlags(t *testing.T) {
 		return code, out.String(), errb.String()
 	}
 	tlsArgs := []string{"--cacert", f.CACert, "--cert", f.ClientCert, "--key", f.ClientKey}
-	code, out, errs := runIt(append([]string{"acquire", "--root", root, "--seat", "s", "--project", "p", "--workspace", "/w", "--session", "x", "--claim-id", "c0000000000000000000000a1"}, tlsArgs...)...)
+	code, out, errs := runIt(append([]string{"acquire", "--root", root, "--seat", "s", "--project", "p", "--workspace", "/w", "--session", "x", "--claim-id", "c0000000000000000000000a1", "--owner-pid", "parent"}, tlsArgs...)...)
 	if code != exitOK || !strings.Contains(out, "acquired  claim c0000000000000000000000a1") {
 		t.Fatalf("acquire over TLS: exit %d\n%s%s", code, out, errs)
 	}

@@ -131,7 +131,7 @@ func TestHandOverToClaimctlEtcd(t *testing.T) {
 
 	t.Run("missing", func(t *testing.T) {
 		dir := handOverDir(t, bin, false)
-		code, out, errs := claimctl(t, dir, noPath, append([]string{"acquire", "--root", root}, pair...)...)
+		code, out, errs := claimctl(t, dir, noPath, append([]string{"acquire", "--owner-pid", "parent", "--root", root}, pair...)...)
 		if code != int(exitError) || out != "" || !strings.Contains(errs, "claimctl-etcd") || !strings.Contains(errs, "go install") || !strings.Contains(errs, dir) {
 			t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 naming claimctl-etcd, where it was looked for and how to install it", code, out, errs)
 		}
@@ -139,7 +139,7 @@ func TestHandOverToClaimctlEtcd(t *testing.T) {
 			t.Errorf("the pair is held after a refused hand-over: %+v", p)
 		}
 		// A directory root needs no claimctl-etcd.
-		code, _, errs = claimctl(t, dir, noPath, append([]string{"acquire", "--root", filepath.Join(t.TempDir(), "r")}, pair...)...)
+		code, _, errs = claimctl(t, dir, noPath, append([]string{"acquire", "--owner-pid", "parent", "--root", filepath.Join(t.TempDir(), "r")}, pair...)...)
 		if code != 0 {
 			t.Errorf("acquire on a directory root without claimctl-etcd: exit %d, %s", code, errs)
 		}
@@ -160,7 +160,7 @@ func TestHandOverToClaimctlEtcd(t *testing.T) {
 	var id string
 	t.Run("beside", func(t *testing.T) {
 		dir := handOverDir(t, bin, true)
-		code, out, errs := claimctl(t, dir, noPath, append([]string{"acquire", "--root", root, "--json"}, pair...)...)
+		code, out, errs := claimctl(t, dir, noPath, append([]string{"acquire", "--owner-pid", "parent", "--root", root, "--json"}, pair...)...)
 		if code != 0 {
 			t.Fatalf("acquire: exit %d\n%s%s", code, out, errs)
 		}
@@ -176,7 +176,7 @@ func TestHandOverToClaimctlEtcd(t *testing.T) {
 		}
 		// A refusal's exit status comes back unchanged, flags before the
 		// command too.
-		code, _, errs = claimctl(t, dir, noPath, append([]string{"--root", root, "acquire"}, pair...)...)
+		code, _, errs = claimctl(t, dir, noPath, append([]string{"--root", root, "acquire", "--owner-pid", "parent"}, pair...)...)
 		if code != int(exitAlreadyActive) || !strings.Contains(errs, "already-active") {
 			t.Errorf("second acquire: exit %d, %s; want %d already-active", code, errs, exitAlreadyActive)
 		}

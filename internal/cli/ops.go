@@ -17,7 +17,7 @@ import (
 
 var acquireCmd = &command{
 	name:    "acquire",
-	args:    "[--root DIR|URL] " + connSyn + " [--json] --seat S --project P --workspace W --session ID [--owner-pid PID] [--incarnation JSON] [--claim-id ID] [--unit NAME] [--set NAME=JSON]...",
+	args:    "[--root DIR|URL] " + connSyn + " [--json] --seat S --project P --workspace W --session ID --owner-pid PID|parent [--incarnation JSON] [--claim-id ID] [--unit NAME] [--set NAME=JSON]...",
 	summary: "Take a new writer claim on a pair, reserved, and print it.",
 	doc: `
 acquire publishes a new claim, reserved, on the seat key and then on the
@@ -25,10 +25,15 @@ session key. It refuses when either key is held: already-active (exit 3) for a
 live or possibly live owner, unsafe-replacement (4) for a state nobody can
 prove over, foreign-host (5) for a claim of another machine.
 
-The owner is the process that owns the claim: by default claimctl's parent
-(the shell or supervisor that runs it), or --owner-pid, whose start time is
-read from /proc/PID/stat. A claim is held while its owner lives; once the
-owner is gone, classify judges it.
+The owner is the supervisor process that owns the claim, and --owner-pid
+names it (required): a claim is held while its owner lives, and once the owner
+is gone classify may free it, so the owner must be the process that lives as
+long as the writer it supervises, not whatever happened to start claimctl (in
+"claimctl acquire … | python3 …" run by sh -c, claimctl's parent is a shell
+that exits at once, and the claim would be freeable right away). Pass the
+supervisor's pid ($$ in a shell script that supervises the writer), or
+"parent" for claimctl's own parent when that is the supervisor. Its start
+time is read from /proc/PID/stat, with its boot and PID namespace.
 
 It prints the claim: its id and the revision it published on each key. Pass
 them to advance and release as --claim, --seat-rev and --session-rev.
@@ -41,7 +46,7 @@ names its own pair, which classify --all pairs by.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		var kf keyFlags
 		kf.register(fs)
-		ownerPID := fs.Int("owner-pid", 0, "the owner process `pid` (default: claimctl's parent process)")
+		ownerPID := fs.String("owner-pid", "", "the supervisor process that owns the claim: its `pid`, or parent for claimctl's own parent (required)")
 		incarnation := fs.String("incarnation", "", "the owner's incarnation, any `JSON` value")
 		claimID := fs.String("claim-id", "", "the new claim's `id` (default: a fresh random one)")
 		unit := fs.String("unit", "", "the systemd unit `name` the writer will run in (default: mosaic-chat-<claim id>)")
@@ -71,19 +76,16 @@ names its own pair, which classify --all pairs by.`,
 				}
 			}
 			host := e.host()
-			pid := os.Getppid()
-			if c.set["owner-pid"] {
-				if *ownerPID <= 0 {
-					return usagef("--owner-pid %d is not a process id", *ownerPID)
-				}
-				pid = *ownerPID
+			pid, err := ownerPIDFlag(c, *ownerPID)
+			if err != nil {
+				return err
 			}
 			owner, err := ownerOf(host, pid)
 			if err != nil {
-				if c.set["owner-pid"] {
-					return usagef("--owner-pid %d: %v", pid, err)
+				if *ownerPID == "parent" {
+					return usagef("--owner-pid parent: claimctl's parent process %d: %v", pid, err)
 				}
-				return fmt.Errorf("cannot identify claimctl's parent process %d as the owner: %w; pass --owner-pid", pid, err)
+				return usagef("--owner-pid %d: %v", pid, err)
 			}
 			if c.set["incarnation"] {
 				owner.Incarnation = json.RawMessage(*incarnation)
@@ -123,6 +125,24 @@ names its own pair, which classify --all pairs by.`,
 			return printClaim(e, c, s, cl, "acquired")
 		}
 	},
+}
+
+// ownerPIDFlag reads --owner-pid: a pid, or "parent". It is required: the
+// owner decides when a claim may be freed, and claimctl cannot tell whether
+// the process that started it is the supervisor that lives as long as the
+// writer (a shell running a pipeline, sh -c, exits at once).
+func ownerPIDFlag(c *common, v string) (int, error) {
+	if !c.set["owner-pid"] {
+		return 0, usagef("--owner-pid is missing: name the supervisor process that owns the claim (it holds the claim while it lives): its pid ($$ in a shell script that supervises the writer), or parent for claimctl's own parent when that is the supervisor")
+	}
+	if v == "parent" {
+		return os.Getppid(), nil
+	}
+	pid, err := strconv.Atoi(v)
+	if err != nil || pid <= 0 {
+		return 0, usagef("--owner-pid %q is not a process id (a positive number) or parent", v)
+	}
+	return pid, nil
 }
 
 // claimIDInUse refuses a --claim-id that a key's head under the root
@@ -202,7 +222,12 @@ func ownerOf(host hostid.Host, pid int) (claimstore.Owner, error) {
 	if err != nil {
 		// Recording no namespace would let a judge in the initial namespace
 		// read this pid as its own: refuse instead.
-		return claimstore.Owner{}, fmt.Errorf("cannot read the PID namespace of process %d (/proc/%d/ns/pid): %w; run claimctl as root or as the owner's user", pid, pid, err)
+		if errors.Is(err, fs.ErrPermission) && geteuid() == 0 {
+			// Root cannot read it: the process belongs to another user
+			// namespace (PID 1 of a container's host, seen from inside).
+			return claimstore.Owner{}, fmt.Errorf("cannot read the PID namespace of process %d (/proc/%d/ns/pid: %v), even as root: it belongs to another user namespace than claimctl's, so its pid cannot be judged from here; name a supervisor process of this namespace instead (your shell's $$, or the supervisor's own pid)", pid, pid, err)
+		}
+		return claimstore.Owner{}, fmt.Errorf("cannot read the PID namespace of process %d (/proc/%d/ns/pid): %w; run claimctl as the owner's user, or as root", pid, pid, err)
 	}
 	return claimstore.Owner{PID: pid, Start: start, Boot: boot, PIDNS: ns}, nil
 }
@@ -536,6 +561,9 @@ func printClaim(e *env, c *common, s *claimstore.Store, cl *claimstore.Claim, ve
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s\tclaim %s\n", verb, j.ClaimID)
+	// Every command that writes names the root it wrote to: a root resolved
+	// from a relative --root or a default must be visible.
+	fmt.Fprintf(tw, "root\t%s\n", esc(j.Root))
 	fmt.Fprintf(tw, "seat\t%s\tr%d\n", cl.Seat, j.SeatRev)
 	fmt.Fprintf(tw, "session\t%s\tr%d\n", cl.Session, j.SessionRev)
 	st := j.State

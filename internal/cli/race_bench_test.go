@@ -23,7 +23,7 @@ func BenchmarkRacingAcquires(b *testing.B) {
 	minimal := buildMinimal(b)
 	base := b.TempDir()
 	acquire := func(root string) *exec.Cmd {
-		return exec.Command(bin, "acquire", "--root", root, "--seat", "s", "--project", "p", "--workspace", "/w", "--session", "x", "--json")
+		return exec.Command(bin, "acquire", "--root", root, "--seat", "s", "--project", "p", "--workspace", "/w", "--session", "x", "--owner-pid", "parent", "--json")
 	}
 	// all starts every command at once and returns how long until all
 	// exited, and how many exited 0.

@@ -2,11 +2,16 @@ package cli
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/claimstore/claimstore/hostid"
 )
 
 // runIn runs claimctl in-process with the given environment.
@@ -31,7 +36,7 @@ func TestBadKeyValues(t *testing.T) {
 		{"--seat", long, `--seat "xxxx`},
 		{"--workspace", "\xc3", `is not valid UTF-8`},
 	} {
-		args := []string{"acquire", "--root", root, "--seat", "s", "--project", "p", "--workspace", "/w", "--session", "x"}
+		args := []string{"acquire", "--root", root, "--seat", "s", "--project", "p", "--workspace", "/w", "--session", "x", "--owner-pid", "parent"}
 		for i := range args {
 			if args[i] == tc.flag {
 				args[i+1] = tc.value
@@ -71,7 +76,7 @@ func TestDefaultRoot(t *testing.T) {
 
 	env["XDG_STATE_HOME"] = filepath.Join(dir, "state", "deep")
 	want = filepath.Join(dir, "state", "deep", "claimstore")
-	code, out, stderr = runIn(t, env, append([]string{"acquire", "--json"}, pair...)...)
+	code, out, stderr = runIn(t, env, append([]string{"acquire", "--json", "--owner-pid", "parent"}, pair...)...)
 	if code != exitOK || !strings.Contains(out, `"root":"`+want+`"`) {
 		t.Fatalf("acquire: exit %d, %s %s; want root %s", code, out, stderr, want)
 	}
@@ -169,5 +174,28 @@ func TestProgressLine(t *testing.T) {
 		if got := progressLine("list", "keys read", tc.done, tc.total, tc.el); got != tc.want {
 			t.Errorf("%d/%d after %v: %q, want %q", tc.done, tc.total, tc.el, got, tc.want)
 		}
+	}
+}
+
+// nsDenied is the real host, except that no PID namespace can be read, as
+// root finds /proc/1/ns/pid when PID 1 belongs to another user namespace.
+type nsDenied struct{ hostid.Host }
+
+func (nsDenied) PIDNamespace(pid int) (string, error) {
+	return "", &fs.PathError{Op: "stat", Path: "/proc/" + strconv.Itoa(pid) + "/ns/pid", Err: syscall.EACCES}
+}
+
+// An owner whose PID namespace root cannot read is in another user
+// namespace: the message says so and what to pass, not "run as root".
+func TestOwnerInAnotherUserNamespace(t *testing.T) {
+	defer func(f func() int) { geteuid = f }(geteuid)
+	geteuid = func() int { return 0 }
+	_, err := ownerOf(nsDenied{hostid.System}, os.Getpid())
+	if err == nil || !strings.Contains(err.Error(), "belongs to another user namespace") || strings.Contains(err.Error(), "run claimctl as root") {
+		t.Fatalf("ownerOf as root, namespace unreadable: %v", err)
+	}
+	geteuid = func() int { return 1000 }
+	if _, err := ownerOf(nsDenied{hostid.System}, os.Getpid()); err == nil || !strings.Contains(err.Error(), "run claimctl as the owner's user, or as root") {
+		t.Fatalf("ownerOf as a user, namespace unreadable: %v", err)
 	}
 }

@@ -250,10 +250,7 @@ func describeProof(p *proofJSON) string {
 }
 
 func describeKeyJSON(k keyJSON) string {
-	if k.Kind == string(claimstore.KindSeat) {
-		return fmt.Sprintf("seat %q (project %q, workspace %q)", k.Seat, k.Project, k.Workspace)
-	}
-	return fmt.Sprintf("session %q", k.Session)
+	return claimstore.Key{Kind: claimstore.Kind(k.Kind), Seat: k.Seat, Project: k.Project, Workspace: k.Workspace, Session: k.Session}.String()
 }
 
 // headOut describes a key's head, judging its owner now.

@@ -113,12 +113,14 @@ const (
 	opWrite  opKind = iota // append data to ino
 	opEntry                // dir gains name -> ino
 	opUnlink               // dir loses name
+	opRename               // dir's name becomes to, atomically (one directory)
 )
 
 type op struct {
 	kind    opKind
 	dir     ino
 	name    string
+	to      string // opRename: the new name in dir
 	ino     ino
 	data    []byte
 	durable bool
@@ -137,6 +139,8 @@ func (o *op) String() string {
 		return fmt.Sprintf("write(ino %d, %d bytes)", o.ino, len(o.data))
 	case opEntry:
 		return fmt.Sprintf("entry(dir %d, %q -> ino %d)", o.dir, o.name, o.ino)
+	case opRename:
+		return fmt.Sprintf("rename(dir %d, %q -> %q, ino %d)", o.dir, o.name, o.to, o.ino)
 	}
 	return fmt.Sprintf("unlink(dir %d, %q)", o.dir, o.name)
 }
@@ -468,6 +472,11 @@ func (f *FS) apply(t tree, o *op, torn bool) {
 		get(o.dir).entries[o.name] = o.ino
 	case opUnlink:
 		delete(get(o.dir).entries, o.name)
+	case opRename:
+		get(o.ino)
+		d := get(o.dir)
+		delete(d.entries, o.name)
+		d.entries[o.to] = o.ino
 	}
 }
 
@@ -600,6 +609,73 @@ func (f *FS) Remove(name string) error {
 	}
 	f.record(&op{kind: opUnlink, dir: dir, name: base})
 	return nil
+}
+
+// Rename implements claimstore.FS. Within one directory it is one
+// operation, kept or dropped whole by a crash; across two directories it
+// is an entry in the new one and an unlink in the old, each durable with
+// its own directory's fsync, as the crash model allows.
+func (f *FS) Rename(oldpath, newpath string) error {
+	if err := f.enter("rename", oldpath); err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	i, odir, obase, err := f.resolve(f.live, oldpath, false)
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
+	if i == rootIno {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.EBUSY}
+	}
+	ndir, nbase, err := f.resolveParent(f.live, newpath)
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
+	if odir == ndir && obase == nbase {
+		return nil
+	}
+	if t, ok := f.live[ndir].entries[nbase]; ok {
+		tk, ik := f.sh.get(t).kind, f.sh.get(i).kind
+		switch {
+		case tk == kDir && ik != kDir:
+			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.EISDIR}
+		case tk != kDir && ik == kDir:
+			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.ENOTDIR}
+		case tk == kDir && len(f.live[t].entries) > 0:
+			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.ENOTEMPTY}
+		}
+	}
+	if ik := f.sh.get(i).kind; ik == kDir {
+		// A directory cannot move below itself.
+		for d := ndir; d != rootIno; {
+			if d == i {
+				return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.EINVAL}
+			}
+			d = f.parentOf(d)
+			if d == 0 {
+				break
+			}
+		}
+	}
+	if odir == ndir {
+		f.record(&op{kind: opRename, dir: odir, name: obase, to: nbase, ino: i})
+		return nil
+	}
+	f.record(&op{kind: opEntry, dir: ndir, name: nbase, ino: i})
+	f.record(&op{kind: opUnlink, dir: odir, name: obase})
+	return nil
+}
+
+// parentOf finds the directory holding d in the live tree, or 0.
+func (f *FS) parentOf(d ino) ino {
+	for p, n := range f.live {
+		for _, c := range n.entries {
+			if c == d {
+				return p
+			}
+		}
+	}
+	return 0
 }
 
 // SyncDir implements claimstore.FS: every entry change of the directory

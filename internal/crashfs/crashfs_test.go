@@ -97,6 +97,17 @@ func TestContract(t *testing.T) {
 		log = append(log, "remove nonempty fails: "+map[bool]string{true: "yes", false: "no"}[fsys.Remove(p("d")) != nil])
 		add("remove link", fsys.Remove(p("d/link")))
 		add("remove link again", fsys.Remove(p("d/link")))
+		add("mkdir e", fsys.Mkdir(p("e"), 0o700))
+		add("rename d onto empty e", fsys.Rename(p("d"), p("e")))
+		_, err = fsys.Lstat(p("d"))
+		add("lstat d after rename", err)
+		b, err = fsys.ReadFile(p("e/r1"))
+		add("read e/r1", err)
+		log = append(log, "e/r1 = "+string(b))
+		add("mkdir f", fsys.Mkdir(p("f"), 0o700))
+		add("mkdir f/g", fsys.Mkdir(p("f/g"), 0o700))
+		log = append(log, "rename onto nonempty fails: "+map[bool]string{true: "yes", false: "no"}[fsys.Rename(p("e"), p("f")) != nil])
+		add("rename missing", fsys.Rename(p("nope"), p("x")))
 		return log
 	}
 	want := run(claimstore.OSFS, osRoot, os.Symlink)
@@ -291,5 +302,32 @@ func TestDropPending(t *testing.T) {
 	b, err := f.ReadFile("/d/r1")
 	if err != nil || len(b) != 0 {
 		t.Fatalf("after DropPending r1 = %q, %v; want empty", b, err)
+	}
+}
+
+// A rename within one directory is one entry change: a crash keeps the old
+// name or the new one, never both and never neither; after the directory's
+// fsync, only the new one.
+func TestRenameIsAtomicInOneDirectory(t *testing.T) {
+	f := crashfs.New(nil)
+	if err := f.MkdirAll("/p/stage", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, f, "/p/stage", "r1", "x", true, true)
+	if err := f.SyncDir("/p"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Rename("/p/stage", "/p/root"); err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]string{{"/p/root/r1": "x"}, {"/p/stage/r1": "x"}}
+	if diff := cmp.Diff(want, states(t, f, crashfs.ModelSubset, "/p")); diff != "" {
+		t.Errorf("crash states of a pending rename (-want +got):\n%s", diff)
+	}
+	if err := f.SyncDir("/p"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want[:1], states(t, f, crashfs.ModelSubset, "/p")); diff != "" {
+		t.Errorf("crash states after the fsync (-want +got):\n%s", diff)
 	}
 }

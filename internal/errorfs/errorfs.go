@@ -22,6 +22,7 @@ const (
 	OpReadDir    Op = "readdir"
 	OpMkdir      Op = "mkdir"
 	OpRemove     Op = "remove"
+	OpRename     Op = "rename"
 	OpSyncDir    Op = "syncdir"
 	OpSyncFS     Op = "syncfs"
 	OpCreateTemp Op = "createtemp"
@@ -239,6 +240,11 @@ func (f *FS) Mkdir(name string, perm fs.FileMode) error {
 
 func (f *FS) Remove(name string) error {
 	return f.plain(OpRemove, name, false, func() error { return f.inner.Remove(name) })
+}
+
+// Rename passes through, failing where a rule says (matched on oldpath).
+func (f *FS) Rename(oldpath, newpath string) error {
+	return f.plain(OpRename, oldpath, false, func() error { return f.inner.Rename(oldpath, newpath) })
 }
 
 func (f *FS) SyncDir(name string) error {

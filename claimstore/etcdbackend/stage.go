@@ -1,0 +1,109 @@
+package etcdbackend
+
+import (
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+)
+
+// A copy into an etcd root cannot be renamed into place: the root is built
+// under its own prefix, and the prefix is marked unfinished first
+// (<prefix>/copying, created only while the prefix holds nothing), so that
+// every backend on that prefix refuses the root (ErrUnfinishedCopy) until
+// the copy deletes the mark. A copy that failed leaves the mark: run again,
+// it resumes (what is there already must be the source's, byte for byte);
+// Unstage deletes the whole prefix, mark and all, in one transaction.
+
+// copyMark is the key under the prefix that marks an unfinished copy.
+const copyMark = "copying"
+
+func (b *Backend) markKey() string { return b.prefix + "/" + copyMark }
+
+var _ storage.Stager = (*Backend)(nil)
+
+// checkCopy fails every operation on a root marked unfinished. It asks the
+// cluster once per backend: a root is marked only while a copy builds it,
+// before anyone uses it, so a backend that found no mark needs no other
+// look.
+func (b *Backend) checkCopy() error {
+	if b.staging {
+		return nil
+	}
+	b.mu.Lock()
+	ok := b.copyOK
+	b.mu.Unlock()
+	if ok {
+		return nil
+	}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	resp, err := b.cli.Get(ctx, b.markKey(), clientv3.WithKeysOnly())
+	if err != nil {
+		return pathErr("read", b.markKey(), err)
+	}
+	if len(resp.Kvs) > 0 {
+		return pathErr("open", b.prefix, fmt.Errorf("%w: claimctl copy began copying a root here and did not finish (its mark %s is there), so keys of the source may be missing; finish it by running the same claimctl copy again, or remove it with `claimctl copy --abort --to etcd://…%s`", storage.ErrUnfinishedCopy, b.markKey(), b.prefix))
+	}
+	b.mu.Lock()
+	b.copyOK = true
+	b.mu.Unlock()
+	return nil
+}
+
+// Stage implements storage.Stager: it marks the prefix unfinished, if it
+// holds nothing, or takes up the unfinished copy marked there.
+func (b *Backend) Stage() (storage.Staged, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	resp, err := b.cli.Get(ctx, b.markKey(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, pathErr("read", b.markKey(), err)
+	}
+	if len(resp.Kvs) == 0 {
+		// Marked only if nothing at all is under the prefix: a compare
+		// over a range holds when every key in it does, and an empty range
+		// has none.
+		txn, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(b.prefix+"/"), "=", 0).WithPrefix()).
+			Then(clientv3.OpPut(b.markKey(), "")).Commit()
+		if err != nil {
+			return nil, pathErr("copy into", b.prefix, err)
+		}
+		if !txn.Succeeded {
+			return nil, pathErr("copy into", b.prefix, fmt.Errorf("%w: keys exist under the prefix; copy into an empty prefix", storage.ErrNotEmpty))
+		}
+	}
+	sb := &Backend{cli: b.cli, prefix: b.prefix, timeout: b.timeout, resolve: b.resolve, pageSize: b.pageSize, staging: true, fence: newFenceID()}
+	return &staged{Backend: sb}, nil
+}
+
+// staged is the backend a copy writes with: the same prefix, not refused
+// for its mark.
+type staged struct{ *Backend }
+
+// Commit deletes the mark: the root is then a root.
+func (s *staged) Commit() error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	if _, err := s.cli.Delete(ctx, s.markKey()); err != nil {
+		return pathErr("finish copy", s.markKey(), err)
+	}
+	return nil
+}
+
+// Unstage implements storage.Stager: if the prefix is marked unfinished,
+// everything under it goes, in one transaction guarded on the mark.
+func (b *Backend) Unstage() error {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	txn, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(b.markKey()), ">", 0)).
+		Then(clientv3.OpDelete(b.prefix+"/", clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return pathErr("remove unfinished copy", b.prefix, err)
+	}
+	if !txn.Succeeded {
+		return pathErr("remove unfinished copy", b.prefix, storage.ErrNothingStaged)
+	}
+	return nil
+}
