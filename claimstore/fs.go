@@ -191,7 +191,7 @@ func createNamed(dir string, perm fs.FileMode) (TempFile, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, &fs.PathError{Op: "create a file in", Path: dir, Err: explainCreate(dir, err)}
 		}
 		return &namedTemp{f: f, name: name}, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"strconv"
@@ -20,9 +21,25 @@ func createUnnamed(dir string, perm fs.FileMode) (TempFile, error) {
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EISDIR), errors.Is(err, unix.EINVAL):
 		return nil, errors.ErrUnsupported
 	case err != nil:
-		return nil, &fs.PathError{Op: "open O_TMPFILE", Path: dir, Err: err}
+		return nil, &fs.PathError{Op: "create a file in", Path: dir, Err: explainCreate(dir, err)}
 	}
 	return &unnamedTemp{f: os.NewFile(uintptr(fd), dir+"/(unnamed)"), dir: dir}, nil
+}
+
+// explainCreate says what an operator can do about a directory no file can
+// be created in, where the errno alone does not: EPERM on a directory this
+// user owns is an immutable or append-only directory (chattr +i, +a), or a
+// security module's refusal.
+func explainCreate(dir string, err error) error {
+	switch {
+	case errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%w: the directory does not let files be created in it: it is immutable or append-only (chattr +i or +a: see lsattr -d %s), or a security module forbids it; nothing was written; an operator who knows why can lift it (chattr -i %s)", err, dir, dir)
+	case errors.Is(err, unix.EACCES):
+		return fmt.Errorf("%w: this user (uid %d) may not write into the directory; nothing was written; run claimctl as the root's owner", err, os.Geteuid())
+	case errors.Is(err, unix.EROFS):
+		return fmt.Errorf("%w: the filesystem is mounted read-only; nothing was written; remount it read-write, or use a root elsewhere", err)
+	}
+	return err
 }
 
 type unnamedTemp struct {

@@ -18,3 +18,6 @@ func syncFS(string) error { return errors.ErrUnsupported }
 // under one name: a zero identity, so IsOwnHead never vouches for a
 // revision and every step reads its head.
 func identityOf(fs.FileInfo) fileID { return fileID{} }
+
+// explainCreate adds nothing off Linux.
+func explainCreate(dir string, err error) error { return err }

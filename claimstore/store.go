@@ -356,6 +356,41 @@ func (s *Store) noteListing(loc Loc, top uint64, dense bool) {
 	s.listed[loc] = max(top, s.listed[loc])
 }
 
+// Gap is a run of revisions missing from a key's history, From to To
+// inclusive: lost in a crash of the disk, deleted or planted by hand. The
+// protocol never leaves one.
+type Gap struct{ From, To uint64 }
+
+// Count is how many revisions the gap is missing.
+func (g Gap) Count() uint64 { return g.To - g.From + 1 }
+
+// Gaps lists k's history and returns its highest revision and every run of
+// revisions missing below it (none for a dense history, or an empty one).
+// Its cost is one listing of the key; its memory, one entry per gap.
+func (s *Store) Gaps(k Key) (top uint64, gaps []Gap, err error) {
+	if err := k.Validate(); err != nil {
+		return 0, nil, err
+	}
+	revs, _, err := s.be.List(k.Loc())
+	if err != nil || len(revs) == 0 {
+		return 0, nil, err
+	}
+	return revs[len(revs)-1], gapsOf(revs), nil
+}
+
+// gapsOf returns the runs missing from revs (ascending) below its last.
+func gapsOf(revs []uint64) []Gap {
+	var out []Gap
+	want := uint64(1)
+	for _, n := range revs {
+		if n > want {
+			out = append(out, Gap{From: want, To: n - 1})
+		}
+		want = n + 1
+	}
+	return out
+}
+
 // firstMissing returns the lowest revision number missing from revs
 // (ascending), which are not dense.
 func firstMissing(revs []uint64) uint64 {

@@ -278,7 +278,7 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 	}
 	clearProgress := e.progressDone
 	byProof := map[string]int{}
-	n := 0
+	n, printed := 0, 0
 	each := func(pr *claimstore.PairResult) {
 		n++
 		if progress {
@@ -331,7 +331,8 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 			// Lines stream as pairs are judged, so they cannot be aligned
 			// as a table; the label column has a fixed width.
 			label, rest, _ := strings.Cut(text, "\t")
-			fmt.Fprintf(e.stdout, "%-22s %s\n", label, strings.ReplaceAll(rest, "\t", "  "))
+			fmt.Fprintf(e.stdout, "%-*s  %s\n", labelWidth, label, strings.ReplaceAll(rest, "\t", "  "))
+			printed++
 		}
 	}
 	sum, werr := s.ClassifyAll(ctx, opts, each)
@@ -364,6 +365,9 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 	if c.json {
 		writeJSON(e.stdout, j)
 	} else {
+		if printed > 0 {
+			fmt.Fprintln(e.stdout) // between the pairs' lines and the summary
+		}
 		printSummary(e.stdout, &j)
 	}
 	if code != exitOK && !c.json {
@@ -371,6 +375,21 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 	}
 	return exitErr{code: code}
 }
+
+// labelWidth is the width of classify --all's label column: the longest
+// label a line can carry ("reserved (already-active)"), so that streamed
+// lines, which cannot be aligned as a table, still line up.
+var labelWidth = func() int {
+	w := 0
+	for _, o := range []claimstore.Outcome{claimstore.OutcomeFree, claimstore.OutcomeOwned, claimstore.OutcomeStopped, claimstore.OutcomeUncertain, claimstore.OutcomeStopping, claimstore.OutcomeActive, claimstore.OutcomeReserved} {
+		for _, c := range claimstore.Codes {
+			if c != claimstore.UnsafeReplacement { // never appended: it is what uncertain says
+				w = max(w, len(string(o))+len(" ()")+len(string(c)))
+			}
+		}
+	}
+	return w
+}()
 
 func firstKey(ks ...*claimstore.Key) *claimstore.Key {
 	for _, k := range ks {
@@ -425,7 +444,7 @@ func printSummary(w io.Writer, j *summaryJSON) {
 	if j.DryRun {
 		title = "summary (dry run: nothing published)"
 	}
-	fmt.Fprintf(w, "\n%s of %s\n", title, j.Root)
+	fmt.Fprintf(w, "%s of %s\n", title, j.Root)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "OUTCOME\tPAIRS\tWHY")
 	fmt.Fprintf(tw, "free\t%d\t\n", j.Free)

@@ -137,8 +137,8 @@ func (s setFlags) Set(v string) error {
 	if strings.ContainsAny(name, "\x00") {
 		return fmt.Errorf("member name %q contains NUL", name)
 	}
-	if !json.Valid([]byte(val)) {
-		return fmt.Errorf("value of %q is not JSON: %q (quote strings: %s='\"text\"')", name, val, name)
+	if err := jsonValue(val); err != nil {
+		return fmt.Errorf("value of %q: %v (quote strings: %s='\"text\"')", name, err, name)
 	}
 	if err := exactJSON(val); err != nil {
 		return fmt.Errorf("value of %q: %v", name, err)
@@ -150,6 +150,59 @@ func (s setFlags) Set(v string) error {
 	return nil
 }
 
+// maxJSONDepth is how deeply a value given on the command line may nest:
+// encoding/json, which reads every record back, refuses more than 10,000
+// levels.
+const maxJSONDepth = 10000
+
+// jsonValue says why val is not a JSON value a record can carry, quoting
+// at most a bounded prefix of it: a value may be megabytes long.
+func jsonValue(val string) error {
+	if d := jsonDepth(val); d > maxJSONDepth {
+		return fmt.Errorf("%s nests %d levels deep; at most %d are allowed", quotePrefix(val), d, maxJSONDepth)
+	}
+	if !json.Valid([]byte(val)) {
+		return fmt.Errorf("%s is not a JSON value", quotePrefix(val))
+	}
+	return nil
+}
+
+// jsonDepth is the deepest nesting of arrays and objects in val, strings
+// skipped; meaningful only for valid JSON.
+func jsonDepth(val string) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(val); i++ {
+		c := val[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// quotePrefix quotes v for a message, at most its first 40 bytes (cut on a
+// rune boundary) and its length when it is longer.
+func quotePrefix(v string) string {
+	const max = 40
+	if len(v) <= max {
+		return strconv.Quote(v)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:cut]), len(v))
+}
+
 // exactJSON refuses a JSON value that a record cannot carry exactly: the
 // reference reads records with JSON.parse, whose numbers are IEEE doubles,
 // so 12345678901234567891 would be read back as 12345678901234567000 and
@@ -157,7 +210,7 @@ func (s setFlags) Set(v string) error {
 // U+FFFD in place of its bytes.
 func exactJSON(val string) error {
 	if !utf8.ValidString(val) {
-		return fmt.Errorf("%q is not valid UTF-8", val)
+		return fmt.Errorf("%s is not valid UTF-8", quotePrefix(val))
 	}
 	d := json.NewDecoder(strings.NewReader(val))
 	d.UseNumber()

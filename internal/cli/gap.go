@@ -15,51 +15,40 @@ import (
 
 // gap is what a listing of one key showed when its history is not dense.
 type gap struct {
-	key     claimstore.Key
-	dir     string
-	missing []uint64 // ascending
-	top     uint64
+	key  claimstore.Key
+	dir  string
+	gaps []claimstore.Gap // ascending
+	top  uint64
 }
 
-// gapOf lists k's history and returns its gap, or nil when the history is
-// dense (or cannot be listed: the store reports that itself).
+// gapOf returns k's gap, or nil when the history is dense (or cannot be
+// listed: the store reports that itself).
 func gapOf(s *claimstore.Store, k claimstore.Key) *gap {
-	revs, _, err := s.Backend().List(k.Loc())
-	if err != nil || len(revs) == 0 || revs[0] == 1 && revs[len(revs)-1] == uint64(len(revs)) {
+	top, gaps, err := s.Gaps(k)
+	if err != nil || len(gaps) == 0 {
 		return nil
 	}
-	g := &gap{key: k, dir: s.KeyDir(k), top: revs[len(revs)-1]}
-	want := uint64(1)
-	for _, n := range revs {
-		for ; want < n && len(g.missing) < 1000; want++ {
-			g.missing = append(g.missing, want)
-		}
-		want = n + 1
-	}
-	return g
+	return &gap{key: k, dir: s.KeyDir(k), gaps: gaps, top: top}
 }
 
-// what names the missing revisions: "revision 2 is missing" or "revisions
-// 2-4 and 7 are missing", with at most five ranges.
+// what names the missing revisions, whole: "revision 2 is missing",
+// "revisions 2-4 and 7 are missing", "revisions 5-9999999998 are missing",
+// with at most five runs named and the rest counted.
 func (g *gap) what() string {
 	var ranges []string
-	count := 0
-	for i := 0; i < len(g.missing); {
-		j := i
-		for j+1 < len(g.missing) && g.missing[j+1] == g.missing[j]+1 {
-			j++
+	var count uint64
+	for i, r := range g.gaps {
+		count += r.Count()
+		switch {
+		case i >= 5:
+		case r.From == r.To:
+			ranges = append(ranges, fmt.Sprint(r.From))
+		default:
+			ranges = append(ranges, fmt.Sprintf("%d-%d", r.From, r.To))
 		}
-		count += j - i + 1
-		if len(ranges) < 5 {
-			if i == j {
-				ranges = append(ranges, fmt.Sprint(g.missing[i]))
-			} else {
-				ranges = append(ranges, fmt.Sprintf("%d-%d", g.missing[i], g.missing[j]))
-			}
-		} else if len(ranges) == 5 {
-			ranges = append(ranges, "more")
-		}
-		i = j + 1
+	}
+	if more := len(g.gaps) - len(ranges); more > 0 {
+		ranges = append(ranges, fmt.Sprintf("%d more runs (%d revisions in all)", more, count))
 	}
 	list := ranges[0]
 	if len(ranges) > 1 {

@@ -91,7 +91,7 @@ const mainIntro = `claimctl is the operator tool of claimstore: crash-safe write
 seats and sessions, kept as append-only revisions under a claim root.`
 
 // mainGlobal says which flags every command takes and where the root is.
-const mainGlobal = `Every command but help and completion takes --json (one JSON document on
+const mainGlobal = `Every command but help, completion and run takes --json (one JSON document on
 standard output; NDJSON for classify --all) and, except version, --root DIR;
 these two may also come before the command (claimctl --root DIR show ...),
 not in both places. The root is --root, else $CLAIMSTORE_ROOT, else

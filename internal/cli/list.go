@@ -342,6 +342,15 @@ func orphanEntry(s *claimstore.Store, loc claimstore.Loc, why string) listEntryJ
 }
 
 func printList(e *env, out *listJSON) {
+	if len(out.Entries) == 0 {
+		// No table to head: say so in words.
+		fmt.Fprintf(e.stdout, "nothing held: 0 held pairs, 0 orphan keys")
+		if out.Free > 0 {
+			fmt.Fprintf(e.stdout, ", %d free keys", out.Free)
+		}
+		fmt.Fprintf(e.stdout, " listed (%d keys under %s)\n", out.Keys, esc(out.Root))
+		return
+	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATE\tCLAIM\tOWNER\tUNIT\tAGE\tKEYS\tWHY")
 	for _, x := range out.Entries {

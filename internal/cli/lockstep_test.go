@@ -358,3 +358,47 @@ func sortAll(m map[string][]string) map[string][]string {
 	}
 	return m
 }
+
+// The help's and README's word on which commands take --json is the
+// command table's: "Every command but help, completion and run takes
+// --json" names exactly the commands defined without it.
+func TestJSONExceptionsSaidTruly(t *testing.T) {
+	var want []string
+	for _, c := range commands {
+		if c.noJSON {
+			want = append(want, c.name)
+		}
+	}
+	sort.Strings(want)
+	said := func(where, text, prefix string) {
+		t.Helper()
+		i := strings.Index(text, prefix)
+		if i < 0 {
+			t.Fatalf("%s does not say %q", where, prefix)
+		}
+		rest := text[i+len(prefix):]
+		list, _, ok := strings.Cut(rest, " takes")
+		if !ok {
+			t.Fatalf("%s: %q is not followed by a list and \"takes\"", where, prefix)
+		}
+		var got []string
+		for _, f := range strings.FieldsFunc(strings.ReplaceAll(list, " and ", ","), func(r rune) bool { return r == ',' }) {
+			got = append(got, strings.Trim(strings.TrimSpace(f), "`"))
+		}
+		sort.Strings(got)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s names the commands without --json wrongly (-table +text):\n%s", where, diff)
+		}
+	}
+	said("claimctl help", strings.Join(strings.Fields(mainGlobal), " "), "Every command but ")
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	said("README.md", strings.Join(strings.Fields(string(readme)), " "), "Every command but ")
+	ref, err := os.ReadFile("../../cmd/claimctl/REFERENCE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	said("REFERENCE.md", strings.Join(strings.Fields(string(ref)), " "), "Every command but ")
+}

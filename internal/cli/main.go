@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
 )
@@ -225,10 +227,16 @@ func run1(e *env, args []string) exitCode {
 	}
 	e.cmdName = cmd.name
 	fs, c, runf := cmd.flags()
+	if err := twiceFlag(fs, args[1:]); err != nil {
+		return report(e, c, err)
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			cmd.printHelp(stdout)
 			return exitOK
+		}
+		if msg := badFlagValue(fs, err); msg != "" {
+			return report(e, c, usageErr{msg})
 		}
 		return report(e, c, usageErr{dashFlagErr(err.Error())})
 	}
@@ -269,6 +277,83 @@ func (cmd *command) flags() (*flag.FlagSet, *common, func(*env) error) {
 	}
 	runf := cmd.define(fs, c)
 	return fs, c, runf
+}
+
+// badFlagValue rewrites the flag package's `invalid value "5" for flag
+// -timeout: parse error` to say what the flag accepts, and to quote at
+// most a bounded prefix of the value (a value may be megabytes long), or
+// returns "" when err is not about a value.
+func badFlagValue(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	rest, ok := strings.CutPrefix(msg, "invalid value ")
+	if !ok {
+		return ""
+	}
+	quoted, rest, ok := strings.Cut(rest, " for flag -")
+	if !ok {
+		return ""
+	}
+	name, reason, _ := strings.Cut(rest, ": ")
+	f := fs.Lookup(strings.TrimLeft(name, "-"))
+	if f == nil {
+		return ""
+	}
+	value, uerr := strconv.Unquote(quoted)
+	if uerr != nil {
+		value = quoted
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			return fmt.Sprintf("--%s %s: not a duration: give a number with a unit, such as 5s, 2m or 1h30m (units: ms, s, m, h)", f.Name, quotePrefix(value))
+		case uint64, uint, int, int64:
+			return fmt.Sprintf("--%s %s: not a whole number", f.Name, quotePrefix(value))
+		case bool:
+			return fmt.Sprintf("--%s %s: want true or false (or the flag alone for true)", f.Name, quotePrefix(value))
+		}
+	}
+	return fmt.Sprintf("--%s %s: %s", f.Name, quotePrefix(value), reason)
+}
+
+// twiceFlag returns, for arguments the flag set will parse, the first
+// flag given twice, unless it is repeatable (--set): one value per flag,
+// and a second one is a usage error rather than a silent replacement of the
+// first (--session x --session y would otherwise act on y). It reads the
+// arguments as the flag package does: "--name=value", a bool flag alone, or
+// another flag followed by its value; it stops at "--" and at the first
+// word that is not a flag.
+func twiceFlag(fs *flag.FlagSet, args []string) error {
+	seen := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return nil
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil {
+			return nil // the parse says what is wrong with it
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			if !hasValue {
+				value = "true"
+			}
+		} else if !hasValue {
+			if i+1 >= len(args) {
+				return nil
+			}
+			i++
+			value = args[i]
+		}
+		if _, repeatable := f.Value.(setFlags); repeatable {
+			continue
+		}
+		if first, dup := seen[name]; dup {
+			return usagef("--%s is given twice (%q, then %q): give it once", name, first, value)
+		}
+		seen[name] = value
+	}
+	return nil
 }
 
 // printHelp writes the command's usage: synopsis, description and flags,

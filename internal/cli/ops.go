@@ -68,8 +68,8 @@ names its own pair, which classify --all pairs by.`,
 				}
 			}
 			if c.set["incarnation"] {
-				if !json.Valid([]byte(*incarnation)) {
-					return usagef("--incarnation %q is not a JSON value (quote strings: --incarnation '\"x\"')", *incarnation)
+				if err := jsonValue(*incarnation); err != nil {
+					return usagef("--incarnation %v (quote strings: --incarnation '\"x\"')", err)
 				}
 				if err := exactJSON(*incarnation); err != nil {
 					return usagef("--incarnation: %v", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/hostid"
 )
 
@@ -99,18 +100,20 @@ func TestDefaultRoot(t *testing.T) {
 	}
 }
 
-// A gap's missing revisions are named, as ranges, bounded.
+// A gap's missing revisions are named, as ranges, whole; runs beyond the
+// fifth are counted.
 func TestGapWhat(t *testing.T) {
 	for _, tc := range []struct {
-		missing []uint64
-		want    string
+		gaps []claimstore.Gap
+		want string
 	}{
-		{[]uint64{2}, "revision 2 is missing"},
-		{[]uint64{2, 3, 4, 7}, "revisions 2-4 and 7 are missing"},
-		{[]uint64{1, 3, 5, 7, 9, 11, 13}, "revisions 1, 3, 5, 7, 9 and more are missing"},
+		{[]claimstore.Gap{{2, 2}}, "revision 2 is missing"},
+		{[]claimstore.Gap{{2, 4}, {7, 7}}, "revisions 2-4 and 7 are missing"},
+		{[]claimstore.Gap{{5, 9999999998}}, "revisions 5-9999999998 are missing"},
+		{[]claimstore.Gap{{1, 1}, {3, 3}, {5, 5}, {7, 7}, {9, 9}, {11, 11}, {13, 14}}, "revisions 1, 3, 5, 7, 9 and 2 more runs (8 revisions in all) are missing"},
 	} {
-		if got := (&gap{missing: tc.missing}).what(); got != tc.want {
-			t.Errorf("%v: %q, want %q", tc.missing, got, tc.want)
+		if got := (&gap{gaps: tc.gaps}).what(); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.gaps, got, tc.want)
 		}
 	}
 }

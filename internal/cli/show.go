@@ -191,7 +191,12 @@ func show(e *env, c *common, s *claimstore.Store, seat, session *claimstore.Key)
 		prevClaim = h.ClaimID
 	}
 	if out.Pair != nil {
-		fmt.Fprintf(tw, "pair\t%s — %s\n", out.Pair.State, escText(out.Pair.Why))
+		state := out.Pair.State
+		if out.Seat != nil && out.Session != nil && out.Seat.Revision == 0 && out.Session.Revision == 0 && !out.Pair.Held {
+			// Free, but not "stopped": nothing was ever published on it.
+			state = "never claimed"
+		}
+		fmt.Fprintf(tw, "pair\t%s — %s\n", state, escText(out.Pair.Why))
 		if out.Pair.Next != "" {
 			fmt.Fprintf(tw, "next\t%s\n", escText(out.Pair.Next))
 		}

@@ -3,6 +3,7 @@ package rooturl
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 )
 
@@ -40,6 +41,10 @@ func Parse(root string) (endpoints []string, prefix string, err error) {
 		host, port, err := net.SplitHostPort(h)
 		if err != nil || host == "" || port == "" {
 			return nil, "", &Error{root, fmt.Sprintf("endpoint %q is not host:port", h)}
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			// Caught here, not by a dial that would time out.
+			return nil, "", &Error{root, fmt.Sprintf("endpoint %q: port %q is not a port number (1-65535)", h, port)}
 		}
 		endpoints = append(endpoints, h)
 	}

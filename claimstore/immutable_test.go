@@ -1,0 +1,38 @@
+package claimstore
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// A key directory that files cannot be created in — made immutable with
+// chattr +i — fails a step with what is wrong and what to do, not only
+// "operation not permitted", and publishes nothing.
+func TestImmutableKeyDirectoryIsExplained(t *testing.T) {
+	s := openStore(t, newRoot(t), nil)
+	seat, session := seatKey(t, "s"), sessionKey(t, "x")
+	c := mustAcquire(t, s, seat, session)
+	dir := s.KeyDir(session)
+	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+		why := "chattr +i cannot be run here (it needs root and a filesystem with attributes): " + strings.TrimSpace(string(out)) + ": " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
+	err := s.Advance(c, Patch{State: Active})
+	if err == nil {
+		t.Fatal("Advance into an immutable key directory succeeded")
+	}
+	for _, want := range []string{dir, "immutable or append-only", "lsattr -d", "nothing was written"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if c.SeatRev != 1 || c.SessionRev != 1 {
+		t.Errorf("claim moved to %d/%d: a step whose session revision cannot be prepared publishes neither", c.SeatRev, c.SessionRev)
+	}
+}
