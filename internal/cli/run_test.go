@@ -107,10 +107,10 @@ func TestGapWhat(t *testing.T) {
 		gaps []claimstore.Gap
 		want string
 	}{
-		{[]claimstore.Gap{{2, 2}}, "revision 2 is missing"},
-		{[]claimstore.Gap{{2, 4}, {7, 7}}, "revisions 2-4 and 7 are missing"},
-		{[]claimstore.Gap{{5, 9999999998}}, "revisions 5-9999999998 are missing"},
-		{[]claimstore.Gap{{1, 1}, {3, 3}, {5, 5}, {7, 7}, {9, 9}, {11, 11}, {13, 14}}, "revisions 1, 3, 5, 7, 9 and 2 more runs (8 revisions in all) are missing"},
+		{[]claimstore.Gap{{From: 2, To: 2}}, "revision 2 is missing"},
+		{[]claimstore.Gap{{From: 2, To: 4}, {From: 7, To: 7}}, "revisions 2-4 and 7 are missing"},
+		{[]claimstore.Gap{{From: 5, To: 9999999998}}, "revisions 5-9999999998 are missing"},
+		{[]claimstore.Gap{{From: 1, To: 1}, {From: 3, To: 3}, {From: 5, To: 5}, {From: 7, To: 7}, {From: 9, To: 9}, {From: 11, To: 11}, {From: 13, To: 14}}, "revisions 1, 3, 5, 7, 9 and 2 more runs (8 revisions in all) are missing"},
 	} {
 		if got := (&gap{gaps: tc.gaps}).what(); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.gaps, got, tc.want)
