@@ -123,6 +123,7 @@ func printExitCodesWidth(w io.Writer, width int) {
 		rows = append(rows, []string{strconv.Itoa(int(x.Code)), x.Name, x.Meaning})
 	}
 	table(w, "  ", rows, width)
+	fmt.Fprintf(w, "\n%s\n", wrapDoc("run exits with its command's own status once the claim is released (126 or 127 when the command could not be executed); a command may exit with any of the codes above, and run --conflict-exit-code N makes run's own outcomes exit N instead.", width))
 	fmt.Fprintln(w, "\nRefusal codes:")
 	rows = nil
 	for _, code := range claimstore.Codes {
