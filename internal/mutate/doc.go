@@ -56,13 +56,18 @@
 //
 // # Mutant ids
 //
-// An id is file:func:operator:k, k counting that operator's sites within
-// the function from 1 in source order (a pre-order walk of the syntax tree).
-// It does not depend on line numbers, so an edit elsewhere in the file, or
-// in another function, leaves it unchanged; an edit inside the function may
-// renumber that function's mutants, and equivalent.txt must then be
-// re-judged (a stale id fails the run). The line and description printed
-// beside an id are for people.
+// An id is package.func:operator:hash (claimstore.Store.step:swap:1a2b3c4d),
+// the hash taken over the operator, the mutated code, its replacement, the
+// first line of the statement holding it and the first line of the
+// statement around that one, all with white space squashed. It names no file
+// and no line, so moving a function to another file of its package keeps
+// every id, as do re-indenting and edits elsewhere in the function; what
+// changes an id is a change of the mutated statement itself. Sites that
+// would share an id (the same statement twice in the same context: every
+// "return nil, err" opened by an "if err != nil") add the hash of the
+// statement before them (".hash"), and then, if still equal, "~n" in source
+// order. The line, the site's ordinal k among its operator's sites and the
+// description printed beside an id are for people.
 //
 // # Running
 //

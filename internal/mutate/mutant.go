@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -37,14 +38,17 @@ type edit struct {
 
 // A mutant is one small change to one target function.
 type mutant struct {
-	// ID is file:func:operator:k, k counting that operator's sites in the
-	// function from 1 in source order. It does not change when code
-	// outside the function moves.
+	// ID is package.func:operator:hash, the hash taken over what the
+	// mutant changes and the first line of the statement it is in (see
+	// gen.add): it does not change when the function moves to another
+	// file of its package, nor when code around the mutated statement
+	// changes. Identical sites in one function are told apart by "~n",
+	// their order among themselves.
 	ID   string
 	File string // slash path relative to the module root
 	Func string // "Name" or "Recv.Name"
 	Op   string
-	K    int
+	K    int // the site's number among the function's sites of Op, for people
 	Line int    // line of the mutated code
 	Desc string // what changed, for people only
 	edit edit
@@ -55,6 +59,10 @@ type mutant struct {
 	// blocks do not hold case expressions, and hold an else-if's
 	// condition only with its chain.
 	from, to lineCol
+
+	// prev is the context that tells apart mutants whose ids would be
+	// equal (see gen.finish).
+	prev string
 
 	// What the schema (schema.go) needs: the node mutated (an expression,
 	// a statement, or for swap the statement list's owner), the operator
@@ -110,8 +118,9 @@ func parse(file string, src []byte, funcs []string) (*parsed, error) {
 			continue
 		}
 		delete(want, funcName(fd))
-		g := &gen{fset: fset, src: src, file: file, fn: funcName(fd), count: map[string]int{}}
+		g := &gen{fset: fset, src: src, file: file, pkg: f.Name.Name, fn: funcName(fd), count: map[string]int{}}
 		g.walk(fd)
+		g.finish()
 		p.mutants = append(p.mutants, g.out...)
 		p.funcs = append(p.funcs, fd)
 	}
@@ -157,9 +166,72 @@ type gen struct {
 	fset   *token.FileSet
 	src    []byte
 	file   string
+	pkg    string // the package's name: ids are package-qualified
 	fn     string
 	count  map[string]int
-	out    []*mutant
+	// outer is the first line of the statement around the anchor (the if
+	// whose body a return is in), which tells apart identical statements
+	// in different places: every "return err" of a function.
+	outer string
+	// prev is the first line of the statement before it (see prevLine),
+	// which tells apart the ones outer does not (see finish).
+	prev string
+	out  []*mutant
+}
+
+// prevLine returns the first line of the statement before the one that
+// holds n in its list (the assignment an `if err != nil` checks), or, for a
+// statement first in its list, before the nearest enclosing one that has
+// one; "" when none has.
+func (g *gen) prevLine(n ast.Node, stack []ast.Node) string {
+	nodes := append(stack[:len(stack):len(stack)], n)
+	for i := len(nodes) - 1; i > 0; i-- {
+		st, ok := nodes[i].(ast.Stmt)
+		if !ok {
+			continue
+		}
+		var list []ast.Stmt
+		switch p := nodes[i-1].(type) {
+		case *ast.BlockStmt:
+			list = p.List
+		case *ast.CaseClause:
+			list = p.Body
+		case *ast.CommClause:
+			list = p.Body
+		default:
+			continue
+		}
+		for j, x := range list {
+			if x == st && j > 0 {
+				return firstLine(g.text(list[j-1]))
+			}
+		}
+		// First in its list: the statement before the enclosing one (the
+		// assignment before the if whose body this return opens).
+	}
+	return ""
+}
+
+// outerLine returns the first line of the innermost statement enclosing
+// the statement that holds n, or "".
+func (g *gen) outerLine(n ast.Node, stack []ast.Node) string {
+	nodes := append(stack[:len(stack):len(stack)], n)
+	found := 0
+	for i := len(nodes) - 1; i >= 0; i-- {
+		switch nodes[i].(type) {
+		case *ast.CaseClause, *ast.CommClause:
+			if found == 1 {
+				return firstLine(g.text(nodes[i]))
+			}
+		case *ast.BlockStmt:
+		case ast.Stmt:
+			found++
+			if found == 2 {
+				return firstLine(g.text(nodes[i]))
+			}
+		}
+	}
+	return ""
 }
 
 func (g *gen) lineCol(p token.Pos) lineCol {
@@ -171,12 +243,17 @@ func (g *gen) off(p token.Pos) int { return g.fset.Position(p).Offset }
 
 func (g *gen) text(n ast.Node) string { return string(g.src[g.off(n.Pos()):g.off(n.End())]) }
 
-// add records a mutant replacing [from, to) with text.
-func (g *gen) add(op string, from, to token.Pos, text, desc string) *mutant {
+// add records a mutant replacing [from, to) with text. site is the code
+// the mutant is about (the comparison a boundary flips, the statement a
+// removal drops); with the first line of the enclosing statement and the
+// replacement it makes the mutant's id.
+func (g *gen) add(op string, site ast.Node, from, to token.Pos, text, desc string) *mutant {
 	g.count[op]++
 	k := g.count[op]
+	id := fmt.Sprintf("%s.%s:%s:%s", g.pkg, g.fn, op, hash8(op, g.outer, firstLine(string(g.src[g.off(g.anchor[0]):g.off(g.anchor[1])])), squash(g.text(site)), text))
 	m := &mutant{
-		ID:   fmt.Sprintf("%s:%s:%s:%d", g.file, g.fn, op, k),
+		ID:   id,
+		prev: g.prev,
 		File: g.file, Func: g.fn, Op: op, K: k,
 		Line: g.fset.Position(from).Line,
 		Desc: desc,
@@ -188,6 +265,50 @@ func (g *gen) add(op string, from, to token.Pos, text, desc string) *mutant {
 	return m
 }
 
+// hash8 is 8 hex digits of a SHA-256 over parts.
+func hash8(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)[:4])
+}
+
+// finish makes the function's ids unique. A site whose id another site
+// shares (the same statement, in the same place, twice: every "return
+// nil, err" after an "if err != nil") gets the hash of the statement
+// before it appended, so that an edit elsewhere in the function changes
+// no other id; sites that still share one are numbered in source order.
+func (g *gen) finish() {
+	count := map[string]int{}
+	for _, m := range g.out {
+		count[m.ID]++
+	}
+	seen := map[string]int{}
+	for _, m := range g.out {
+		if count[m.ID] > 1 {
+			m.ID += "." + hash8(m.prev)
+		}
+		seen[m.ID]++
+		if n := seen[m.ID]; n > 1 {
+			m.ID += fmt.Sprintf("~%d", n)
+		}
+	}
+}
+
+// firstLine is the first line of a statement, its white space squashed:
+// enough to tell one statement from another (an if's condition and init, a
+// call with its arguments) without depending on its body.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return squash(line)
+}
+
+// squash collapses every run of white space to one space, so that an id
+// does not change when code is re-indented (moved into or out of a block).
+func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
+
 // walk visits the body in source order (pre-order), keeping the stack of
 // enclosing nodes so that a return knows its function's results.
 func (g *gen) walk(fd *ast.FuncDecl) {
@@ -198,6 +319,7 @@ func (g *gen) walk(fd *ast.FuncDecl) {
 			return true
 		}
 		g.anchor = anchorOf(fd, n, stack)
+		g.outer, g.prev = g.outerLine(n, stack), g.prevLine(n, stack)
 		g.visit(n, stack)
 		stack = append(stack, n)
 		return true
@@ -246,12 +368,12 @@ func (g *gen) visit(n ast.Node, stack []ast.Node) {
 		g.swaps(n, n.Body)
 	case *ast.ExprStmt:
 		if call, ok := n.X.(*ast.CallExpr); ok && !isMutexCall(call) && inList(stack) {
-			g.add(opRemoveCall, n.Pos(), n.End(), "", "remove "+snippet(g.text(n))).node = n
+			g.add(opRemoveCall, n, n.Pos(), n.End(), "", "remove "+snippet(g.text(n))).node = n
 		}
 	case *ast.IfStmt:
 		if n.Else == nil && len(n.Body.List) > 0 && inList(stack) {
 			if _, ok := n.Body.List[len(n.Body.List)-1].(*ast.ReturnStmt); ok {
-				g.add(opRemoveGuard, n.Pos(), n.End(), "", "remove "+snippet(g.text(n))).node = n
+				g.add(opRemoveGuard, n, n.Pos(), n.End(), "", "remove "+snippet(g.text(n))).node = n
 			}
 		}
 		g.negate(n.Cond)
@@ -264,12 +386,12 @@ func (g *gen) visit(n ast.Node, stack []ast.Node) {
 			return
 		}
 		if to, ok := boundary[n.Op]; ok {
-			m := g.add(opBoundary, n.OpPos, n.OpPos+token.Pos(len(n.Op.String())), to.String(),
+			m := g.add(opBoundary, n, n.OpPos, n.OpPos+token.Pos(len(n.Op.String())), to.String(),
 				fmt.Sprintf("%s → %s in %s", n.Op, to, snippet(g.text(n))))
 			m.node, m.op = n, to
 		}
 		if to, ok := andOr[n.Op]; ok {
-			m := g.add(opAndOr, n.OpPos, n.OpPos+token.Pos(len(n.Op.String())), to.String(),
+			m := g.add(opAndOr, n, n.OpPos, n.OpPos+token.Pos(len(n.Op.String())), to.String(),
 				fmt.Sprintf("%s → %s in %s", n.Op, to, snippet(g.text(n))))
 			m.node, m.op = n, to
 		}
@@ -281,7 +403,7 @@ func (g *gen) visit(n ast.Node, stack []ast.Node) {
 			if n.Tok == token.BREAK {
 				to = token.CONTINUE
 			}
-			m := g.add(opBranch, n.Pos(), n.End(), to.String(), fmt.Sprintf("%s → %s", n.Tok, to))
+			m := g.add(opBranch, n, n.Pos(), n.End(), to.String(), fmt.Sprintf("%s → %s", n.Tok, to))
 			m.node, m.op = n, to
 		}
 	}
@@ -329,7 +451,7 @@ func (g *gen) negate(cond ast.Expr) {
 	if b, ok := ast.Unparen(cond).(*ast.BinaryExpr); ok && (b.Op == token.EQL || b.Op == token.NEQ) {
 		return
 	}
-	g.add(opNegate, cond.Pos(), cond.End(), "!("+g.text(cond)+")", "negate "+snippet(g.text(cond))).node = cond
+	g.add(opNegate, cond, cond.Pos(), cond.End(), "!("+g.text(cond)+")", "negate "+snippet(g.text(cond))).node = cond
 }
 
 // swaps emits an exchange of every two adjacent statements that are both
@@ -349,7 +471,7 @@ func (g *gen) swaps(owner ast.Node, list []ast.Stmt) {
 		}
 		between := string(g.src[g.off(a.End()):g.off(b.Pos())])
 		g.anchor = [2]token.Pos{a.Pos(), b.End()}
-		m := g.add(opSwap, a.Pos(), b.End(), g.text(b)+between+g.text(a),
+		m := g.add(opSwap, &ast.BlockStmt{Lbrace: a.Pos(), Rbrace: b.End() - 1}, a.Pos(), b.End(), g.text(b)+between+g.text(a),
 			fmt.Sprintf("swap %s with %s", snippet(g.text(a)), snippet(g.text(b))))
 		m.node, m.idx = owner, i
 	}
@@ -419,7 +541,7 @@ func (g *gen) swallow(r *ast.ReturnStmt, stack []ast.Node) {
 	if _, ok := e.(*ast.Ident); !ok {
 		text = "func(error) error { return nil }(" + g.text(e) + ")"
 	}
-	g.add(opSwallow, e.Pos(), e.End(), text, "swallow the error of "+snippet(g.text(r))).node = e
+	g.add(opSwallow, r, e.Pos(), e.End(), text, "swallow the error of "+snippet(g.text(r))).node = e
 }
 
 // snippet is the first line of s, shortened for a one-line description.

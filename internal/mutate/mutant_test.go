@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -43,10 +44,13 @@ func mutantsOf(t *testing.T, src string, funcs ...string) []*mutant {
 	return ms
 }
 
+// find returns the mutant "file:func:op:k": the k-th site of op in func.
 func find(t *testing.T, ms []*mutant, id string) *mutant {
 	t.Helper()
+	parts := strings.Split(id, ":")
+	k, _ := strconv.Atoi(parts[3])
 	for _, m := range ms {
-		if m.ID == id {
+		if m.File == parts[0] && m.Func == parts[1] && m.Op == parts[2] && m.K == k {
 			return m
 		}
 	}
@@ -130,13 +134,12 @@ func TestOnlyTargets(t *testing.T) {
 	}
 }
 
-// TestIDsStable checks that editing code outside a function, or adding
-// lines above it, changes none of its mutants' ids, only their lines.
+// TestIDsStable checks that a mutant's id survives what refactoring does
+// around it: code added above the function or elsewhere in the file, the
+// function moved to another file of its package, statements added to the
+// function before the mutated one, and re-indentation. Only its line moves.
 func TestIDsStable(t *testing.T) {
 	before := mutantsOf(t, snippetSrc, "T.publish")
-	edited := strings.Replace(snippetSrc, "type T struct{ n int }", "// A comment.\ntype T struct{ n int }\n\nfunc helper(a, b int) bool { return a < b && b > 0 }\n", 1)
-	edited = strings.Replace(edited, "return x > 1", "return x >= 1 || x == 0", 1)
-	after := mutantsOf(t, edited, "T.publish")
 	ids := func(ms []*mutant) []string {
 		var out []string
 		for _, m := range ms {
@@ -144,15 +147,51 @@ func TestIDsStable(t *testing.T) {
 		}
 		return out
 	}
+	edited := strings.Replace(snippetSrc, "type T struct{ n int }", "// A comment.\ntype T struct{ n int }\n\nfunc helper(a, b int) bool { return a < b && b > 0 }\n", 1)
+	edited = strings.Replace(edited, "return x > 1", "return x >= 1 || x == 0", 1)
+	after := mutantsOf(t, edited, "T.publish")
 	if !slices.Equal(ids(before), ids(after)) {
-		t.Errorf("ids changed:\nbefore %v\nafter  %v", ids(before), ids(after))
+		t.Errorf("ids changed by an edit outside the function:\nbefore %v\nafter  %v", ids(before), ids(after))
 	}
 	if before[0].Line == after[0].Line {
 		t.Errorf("line did not move; the edit is not above the function")
 	}
+	moved, err := generate("p/other.go", []byte(snippetSrc), []string{"T.publish"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids(before), ids(moved)) {
+		t.Errorf("ids changed by a move to another file:\nbefore %v\nafter  %v", ids(before), ids(moved))
+	}
+	// A new first statement in the function: every earlier mutant keeps
+	// its id (the new statement adds mutants of its own).
+	grown := strings.Replace(snippetSrc, "func (t *T) publish(", "func (t *T) publish0() {}\n\nfunc (t *T) publish(", 1)
+	grown = strings.Replace(grown, "\tif err := a(); err != nil {", "\tif err := t.check(); err != nil {\n\t\treturn err\n\t}\n\tif err := a(); err != nil {", 1)
+	if grown == snippetSrc {
+		t.Fatal("test case: the snippet has no `if err := a()`")
+	}
+	have := map[string]bool{}
+	for _, id := range ids(mutantsOf(t, grown, "T.publish")) {
+		have[id] = true
+	}
+	for _, id := range ids(before) {
+		if !have[id] {
+			t.Errorf("%s is gone after a statement was added at the top of the function", id)
+		}
+	}
+	// Re-indented (the body wrapped in a block): the same ids.
+	wrapped := strings.Replace(snippetSrc, "func (t *T) publish(", "func (t *T) publish0() {}\n\nfunc (t *T) publish(", 1)
+	if got := mutantsOf(t, wrapped, "T.publish"); !slices.Equal(ids(before), ids(got)) {
+		t.Errorf("ids changed by a function added before it:\nbefore %v\nafter  %v", ids(before), ids(got))
+	}
 	// The same source gives the same mutants in the same order.
 	if again := mutantsOf(t, snippetSrc, "T.publish"); !slices.Equal(ids(before), ids(again)) {
 		t.Error("generation is not deterministic")
+	}
+	for _, id := range ids(before) {
+		if !strings.HasPrefix(id, "p.T.publish:") {
+			t.Errorf("id %s is not package-qualified", id)
+		}
 	}
 }
 
