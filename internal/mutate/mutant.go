@@ -48,7 +48,7 @@ type mutant struct {
 	File string // slash path relative to the module root
 	Func string // "Name" or "Recv.Name"
 	Op   string
-	K    int // the site's number among the function's sites of Op, for people
+	K    int    // the site's number among the function's sites of Op, for people
 	Line int    // line of the mutated code
 	Desc string // what changed, for people only
 	edit edit
