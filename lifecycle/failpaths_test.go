@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -113,8 +114,13 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	run := newRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	var mu sync.Mutex
 	var logged []string
-	g := lifecycle.GroupStarter{Subreaper: true, Log: func(m string) { logged = append(logged, m) }}
+	g := lifecycle.GroupStarter{Subreaper: true, Log: func(m string) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, m)
+	}}
 	spec := lifecycle.Spec{Argv: []string{"sh", "-c", `trap "" TERM; sleep 100`}, KillAfter: 300 * time.Millisecond}
 	if err := run.Spawn(ctx, g, spec); err != nil {
 		t.Fatal(err)
@@ -135,6 +141,8 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	released(t, run, claimstore.ProofCohort, "is empty")
+	mu.Lock()
+	defer mu.Unlock()
 	if len(logged) < 2 || !strings.Contains(logged[0], "SIGKILL in 300ms") || !strings.Contains(logged[len(logged)-1], "sent SIGKILL") {
 		t.Errorf("log %q; want the SIGTERM with its bound, then the SIGKILL", logged)
 	}
