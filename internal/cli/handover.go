@@ -61,7 +61,7 @@ func findEtcdProgram() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("etcd roots are served by %s, which is neither next to this program (%s) nor on $PATH: "+
-		"install it beside claimctl with `go install github.com/claimstore/claimstore/cmd/...` (or `go build -o DIR ./cmd/claimctl ./cmd/claimctl-etcd` in the source), or run claimctl-etcd itself; "+
+		"install it beside claimctl: the claimstore-etcd package where claimctl came from the claimstore package, else `go install github.com/claimstore/claimstore/cmd/...` (or `go build -o DIR ./cmd/claimctl ./cmd/claimctl-etcd` in the source), or run claimctl-etcd itself; "+
 		"claimctl links no etcd client, to keep its start-up short", etcdProgram, filepath.Dir(self))
 }
 

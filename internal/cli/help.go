@@ -15,9 +15,16 @@ import (
 
 const modulePath = "github.com/claimstore/claimstore"
 
-// version is set at link time (-ldflags "-X main.version=v1.2.3"); by
-// default it is the module version from the build info.
-var version = ""
+// version and commit are set at link time by a packager (scripts/package:
+// -ldflags "-X github.com/claimstore/claimstore/internal/cli.version=1.2.3
+// -X github.com/claimstore/claimstore/internal/cli.commit=HASH"), where the
+// build has no VCS stamp (-buildvcs=false, so that the bytes do not depend on
+// the checkout's untracked files). By default they come from the build info:
+// the module version, and the VCS revision `go build` stamps in a checkout.
+var (
+	version = ""
+	commit  = ""
+)
 
 func buildVersion() string {
 	if version != "" {
@@ -29,19 +36,49 @@ func buildVersion() string {
 	return "(devel)"
 }
 
+// buildCommit is the commit claimctl was built from, "+dirty" when the
+// checkout had changes, or "" when unknown (a build outside a checkout, or
+// with -buildvcs=false and no -X).
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev != "" && modified == "true" {
+		rev += "+dirty"
+	}
+	return rev
+}
+
 var versionCmd = &command{
 	name:    "version",
 	args:    "[--json]",
-	summary: "Print claimctl's version.",
+	summary: "Print claimctl's version and the commit it was built from.",
 	noRoot:  true,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		return func(e *env) error {
-			j := versionJSON{Version: buildVersion(), Module: modulePath, Go: runtime.Version()}
+			j := versionJSON{Version: buildVersion(), Commit: buildCommit(), Module: modulePath, Go: runtime.Version()}
 			if c.json {
 				writeJSON(e.stdout, j)
 				return nil
 			}
-			fmt.Fprintf(e.stdout, "claimctl %s (%s, %s)\n", j.Version, j.Module, j.Go)
+			rev := j.Commit
+			if rev == "" {
+				rev = "unknown"
+			}
+			fmt.Fprintf(e.stdout, "claimctl %s (commit %s, %s, %s)\n", j.Version, rev, j.Module, j.Go)
 			return nil
 		}
 	},

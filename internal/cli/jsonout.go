@@ -260,6 +260,7 @@ type fsckJSON struct {
 
 type versionJSON struct {
 	Version string `json:"version"`
+	Commit  string `json:"commit"`
 	Module  string `json:"module"`
 	Go      string `json:"go"`
 }
@@ -489,6 +490,7 @@ var jsonTypes = []jsonType{
 	}},
 	{"version", versionJSON{}, "`version --json`", map[string]string{
 		"version": "claimctl's version",
+		"commit":  "the commit it was built from (`+dirty` when the checkout had changes; empty when unknown)",
 		"module":  "the Go module",
 		"go":      "the Go version it was built with",
 	}},

@@ -39,8 +39,9 @@ func TestManPage(t *testing.T) {
 	}
 }
 
-// The man page renders without warnings, where man(1) is installed (it is
-// not in CI's image, and nothing there needs it: the text is checked above).
+// The man page renders without warnings, where man(1) is installed (in CI,
+// scripts/ci-package-check installs it before the tests run; elsewhere the
+// text is still checked above).
 func TestManPageRenders(t *testing.T) {
 	if _, err := exec.LookPath("man"); err != nil {
 		t.Skip("man is not installed: the rendering is not checked (the page's text is, by TestManPage)")
