@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
 )
 
 // pairMember is the record member in which this implementation names both
@@ -73,17 +75,17 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 	}
 	infos := map[Kind][]*keyInfo{}
 	for _, kind := range []Kind{KindSeat, KindSession} {
-		locs, err := s.be.Locs(kind)
+		locs, err := s.be.Locs(ctx, kind)
 		if err != nil {
 			return sum, err
 		}
 		for _, loc := range locs {
-			infos[kind] = append(infos[kind], s.keyInfo(loc))
+			infos[kind] = append(infos[kind], s.keyInfo(ctx, loc))
 		}
 	}
 	// Every decision of the walk rests on heads read above (or newer ones,
 	// which Classify makes durable itself): make them durable in one go.
-	if w, ok := s.be.(interface{ syncWalk(map[Loc]uint64) error }); ok && !opts.DryRun {
+	if w, ok := s.be.(storage.WalkSyncer); ok && !opts.DryRun {
 		heads := map[Loc]uint64{}
 		for _, kind := range []Kind{KindSeat, KindSession} {
 			for _, in := range infos[kind] {
@@ -93,7 +95,7 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 			}
 		}
 		if len(heads) > 0 {
-			if err := w.syncWalk(heads); err != nil {
+			if err := w.SyncWalk(ctx, heads); err != nil {
 				return sum, err
 			}
 		}
@@ -318,12 +320,12 @@ func uncertainReason(r *Result) string {
 // (a walk classifies every key anyway, and a listing sees a gap that a
 // probe would not): a key whose newest revision is damaged or sits above a
 // gap is held, and is paired by the newest claim it can read.
-func (s *Store) keyInfo(loc Loc) *keyInfo {
+func (s *Store) keyInfo(ctx context.Context, loc Loc) *keyInfo {
 	in := &keyInfo{loc: loc, held: true}
-	revs, _, err := s.be.List(loc)
+	revs, _, err := s.be.List(ctx, loc)
 	if err == nil && len(revs) > 0 && !dense(revs) {
 		// A listing is not atomic; look once more before seeing a gap.
-		revs, _, err = s.be.List(loc)
+		revs, _, err = s.be.List(ctx, loc)
 	}
 	if err != nil {
 		in.err = err
@@ -340,7 +342,7 @@ func (s *Store) keyInfo(loc Loc) *keyInfo {
 	s.noteListing(loc, top, dense(revs))
 	for i := len(revs) - 1; i >= 0 && i >= len(revs)-16; i-- {
 		n := revs[i]
-		data, err := s.be.Read(loc, n)
+		data, err := s.be.Read(ctx, loc, n)
 		if err != nil {
 			continue
 		}
@@ -359,7 +361,7 @@ func (s *Store) keyInfo(loc Loc) *keyInfo {
 				// Free only as Head would say it: a directory or file
 				// others can write, or a boot proof that does not check,
 				// holds the key.
-				h, err := s.probeHead(k)
+				h, err := s.probeHead(ctx, k)
 				in.held = err != nil || h.Held()
 			}
 		}

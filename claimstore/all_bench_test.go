@@ -11,19 +11,21 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/claimstore/claimstore/claimstore/vfs"
 )
 
 // noSyncFS is the OS filesystem with every fsync skipped, to build big
 // roots quickly as benchmark setup. Never used where durability is tested.
-type noSyncFS struct{ osFS }
+type noSyncFS struct{ vfs.OSFS }
 
 func (noSyncFS) SyncDir(string) error { return nil }
-func (f noSyncFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
-	t, err := f.osFS.CreateTemp(dir, perm)
+func (f noSyncFS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
+	t, err := f.OSFS.CreateTemp(dir, perm)
 	return noSyncTemp{t}, err
 }
 
-type noSyncTemp struct{ TempFile }
+type noSyncTemp struct{ vfs.TempFile }
 
 func (noSyncTemp) Sync() error { return nil }
 
@@ -32,18 +34,18 @@ func (noSyncTemp) Sync() error { return nil }
 func buildRoot(b *testing.B, pairs int) string {
 	b.Helper()
 	root := filepath.Join(b.TempDir(), "root")
-	s, err := Open(root, &Options{FS: noSyncFS{}, Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+	s, err := OpenRoot(root, &TOpts{FS: noSyncFS{}, Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range pairs {
 		seat, _ := SeatKey(fmt.Sprintf("seat-%d", i), "proj", "/ws")
 		session, _ := SessionKey(fmt.Sprintf("sess-%d", i))
-		c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
+		c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		if err := s.Advance(context.Background(), c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -70,7 +72,7 @@ func BenchmarkClassifyAllAfterReboot(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				root := buildRoot(b, pairs)
-				s, err := Open(root, &Options{Host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}})
+				s, err := OpenRoot(root, &TOpts{Host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -157,7 +159,7 @@ func floorPairs(b *testing.B, dir string, n int) time.Duration {
 				b.Fatal(err)
 			}
 			f.Close()
-			if err := OSFS.SyncDir(d); err != nil {
+			if err := vfs.OS.SyncDir(d); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -36,7 +36,7 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 	acq := func(s *claimstore.Store, n int, f claimstore.AcquireFields) *claimstore.Claim {
 		t.Helper()
 		seat, session := mustKeys(t, n)
-		c, err := s.Acquire(seat, session, f)
+		c, err := s.Acquire(context.Background(), seat, session, f)
 		if err != nil {
 			t.Fatalf("acquire pair %d: %v", n, err)
 		}
@@ -44,7 +44,7 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 	}
 	adv := func(s *claimstore.Store, c *claimstore.Claim, p claimstore.Patch) {
 		t.Helper()
-		if err := s.Advance(c, p); err != nil {
+		if err := s.Advance(context.Background(), c, p); err != nil {
 			t.Fatalf("advance %s to %s: %v", c.ID, p.State, err)
 		}
 	}
@@ -52,7 +52,7 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 
 	// 1: released: free.
 	c1 := acq(inA, 1, own(ownerPID, bootA))
-	if err := inA.Release(c1, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
+	if err := inA.Release(context.Background(), c1, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
 		t.Fatal(err)
 	}
 	// 2: active in boot A: stopped with a boot proof.
@@ -87,11 +87,11 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 	// 9 and 10: a released seat whose session went on to another claim
 	// (on seat 10): the seat is idle, the other claim owned.
 	c9 := acq(inB, 9, own(ownerPID, bootB))
-	if err := inB.Release(c9, claimstore.NewProof(claimstore.ProofCohort, "cohort-9")); err != nil {
+	if err := inB.Release(context.Background(), c9, claimstore.NewProof(claimstore.ProofCohort, "cohort-9")); err != nil {
 		t.Fatal(err)
 	}
 	seat10, _ := mustKeys(t, 10)
-	if _, err := inB.Acquire(seat10, c9.Session, own(ownerPID, bootB)); err != nil {
+	if _, err := inB.Acquire(context.Background(), seat10, c9.Session, own(ownerPID, bootB)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -99,7 +99,7 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 	// with session 12 cut between the keys: seat 13 names session 12,
 	// whose head is still the released claim; both pairs are classified.
 	c12 := acq(inB, 12, own(ownerPID, bootB))
-	if err := inB.Release(c12, claimstore.NewProof(claimstore.ProofCohort, "cohort-12")); err != nil {
+	if err := inB.Release(context.Background(), c12, claimstore.NewProof(claimstore.ProofCohort, "cohort-12")); err != nil {
 		t.Fatal(err)
 	}
 	seat13, _ := mustKeys(t, 13)
@@ -110,7 +110,7 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 		}
 		return nil
 	})
-	if _, err := cutter.Acquire(seat13, c12.Session, own(ownerPID, bootB)); !errors.Is(err, cut) {
+	if _, err := cutter.Acquire(context.Background(), seat13, c12.Session, own(ownerPID, bootB)); !errors.Is(err, cut) {
 		t.Fatalf("cut acquire: %v", err)
 	}
 	// 15: a session held by a claim written without a pair member (as the
@@ -140,17 +140,17 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 	// completes the release on session 16, and leaves the seat to its
 	// new claim, which it names (unsafe-replacement).
 	c16 := acq(inB, 16, own(4200, bootB))
-	if err := cutter.Release(c16, claimstore.NewProof(claimstore.ProofCohort, "cohort-16")); !errors.Is(err, cut) {
+	if err := cutter.Release(context.Background(), c16, claimstore.NewProof(claimstore.ProofCohort, "cohort-16")); !errors.Is(err, cut) {
 		t.Fatalf("cut release: %v", err)
 	}
 	_, session17 := mustKeys(t, 17)
-	if _, err := inB.Acquire(c16.Seat, session17, own(ownerPID, bootB)); err != nil {
+	if _, err := inB.Acquire(context.Background(), c16.Seat, session17, own(ownerPID, bootB)); err != nil {
 		t.Fatal(err)
 	}
 	// 18: a released pair whose seat's first revision the walk's first
 	// listing misses (a listing is not atomic): listed again, it is free.
 	c18 := acq(inB, 18, own(ownerPID, bootB))
-	if err := inB.Release(c18, claimstore.NewProof(claimstore.ProofCohort, "cohort-18")); err != nil {
+	if err := inB.Release(context.Background(), c18, claimstore.NewProof(claimstore.ProofCohort, "cohort-18")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -184,7 +184,7 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 		t.Fatalf("classify pair 22 after the reboot: %+v, %v", res22, err)
 	}
 	seat23, _ := mustKeys(t, 23)
-	if _, err := inB.Acquire(seat23, c22.Session, own(ownerPID, bootB)); err != nil {
+	if _, err := inB.Acquire(context.Background(), seat23, c22.Session, own(ownerPID, bootB)); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.fs.Remove(path.Join(root, claimstore.ProofDir, res22.BootProof.ID+".json")); err != nil {
@@ -196,11 +196,11 @@ func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, cla
 	// session 15, are still counted after them, whatever the order).
 	for n := 24; n <= 26; n++ {
 		c := acq(inB, n, own(ownerPID, bootB))
-		if err := inB.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort")); err != nil {
+		if err := inB.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "cohort")); err != nil {
 			t.Fatal(err)
 		}
 		_, next := mustKeys(t, n+3)
-		if _, err := inB.Acquire(c.Seat, next, own(ownerPID, bootB)); err != nil {
+		if _, err := inB.Acquire(context.Background(), c.Seat, next, own(ownerPID, bootB)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -339,7 +339,7 @@ func TestClassifyAllCanceledEndsItsWorkers(t *testing.T) {
 	w := newWorld(t, &crashfs.Options{})
 	for n := 1; n <= 24; n++ {
 		seat, session := mustKeys(t, n)
-		if _, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+		if _, err := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -393,11 +393,11 @@ func TestClassifyAllCanceledBeforeAnyResult(t *testing.T) {
 	w := newWorld(t, &crashfs.Options{})
 	for n := 1; n <= 3; n++ {
 		seat, session := mustKeys(t, n)
-		c, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: 4200, Start: ownerStart, Boot: bootA}})
+		c, err := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: 4200, Start: ownerStart, Boot: bootA}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.store.Advance(c, claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		if err := w.store.Advance(context.Background(), c, claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -415,7 +415,7 @@ func TestClassifyAllCanceledBeforeAnyResult(t *testing.T) {
 func TestClassifyAllListingFails(t *testing.T) {
 	w := newWorld(t, &crashfs.Options{})
 	seat, session := mustKeys(t, 1)
-	if _, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+	if _, err := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
@@ -447,19 +447,19 @@ func TestClassifyAllMissingRootMakesNothing(t *testing.T) {
 func TestFreeHeadUnconfirmedIsAnError(t *testing.T) {
 	w := newWorld(t, &crashfs.Options{})
 	seat, session := mustKeys(t, 1)
-	c, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	c, err := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.store.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
+	if err := w.store.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
 		t.Fatal(err)
 	}
 	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Op: errorfs.OpReadDir, Path: errorfs.Suffix(seat.Hash())})
 	s := w.open(efs, liveHost(), nil)
-	if h, err := s.Head(seat); !errors.Is(err, syscall.EIO) {
+	if h, err := s.Head(context.Background(), seat); !errors.Is(err, syscall.EIO) {
 		t.Errorf("Head of a free key whose listing fails = %+v, %v; want EIO", h, err)
 	}
-	if _, err := s.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err == nil {
+	if _, err := s.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err == nil {
 		t.Error("acquire on a free key whose listing fails succeeded")
 	}
 }
@@ -470,7 +470,7 @@ func TestClassifyAllCanceledBetweenPairsReturns(t *testing.T) {
 	w := newWorld(t, &crashfs.Options{})
 	for n := 1; n <= 4; n++ {
 		seat, session := mustKeys(t, n)
-		if _, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+		if _, err := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -499,7 +499,7 @@ func TestClassifyAllCanceledBetweenPairsReturns(t *testing.T) {
 func TestClassifyAllLooksSixteenDeep(t *testing.T) {
 	w := newWorld(t, &crashfs.Options{})
 	seat, session := mustKeys(t, 1)
-	if _, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+	if _, err := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
 		t.Fatal(err)
 	}
 	for n := uint64(2); n <= 16; n++ {

@@ -26,26 +26,26 @@ func TestClassifyAll(t *testing.T) {
 		}
 		// a: active with a spawn marker.
 		sa, xa := key("a", "a")
-		ca, err := w.Acquire(sa, xa, AcquireFields{Owner: owner})
+		ca, err := w.Acquire(context.Background(), sa, xa, AcquireFields{Owner: owner})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Advance(ca, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		if err := w.Advance(context.Background(), ca, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 			t.Fatal(err)
 		}
 		// b: released.
 		sb, xb := key("b", "b")
-		cb, err := w.Acquire(sb, xb, AcquireFields{Owner: owner})
+		cb, err := w.Acquire(context.Background(), sb, xb, AcquireFields{Owner: owner})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Release(cb, NewProof(ProofCohort, "x")); err != nil {
+		if err := w.Release(context.Background(), cb, NewProof(ProofCohort, "x")); err != nil {
 			t.Fatal(err)
 		}
 		// c: an acquire cut between the keys; its record names both keys.
 		sc, xc := key("c", "c")
 		cutAt(w, BarrierBetweenKeys)
-		if _, err := w.Acquire(sc, xc, AcquireFields{Owner: owner}); !errors.Is(err, errCrash) {
+		if _, err := w.Acquire(context.Background(), sc, xc, AcquireFields{Owner: owner}); !errors.Is(err, errCrash) {
 			t.Fatal(err)
 		}
 		w.barrier = nil
@@ -56,12 +56,12 @@ func TestClassifyAll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.publish(sd, 1, rec); err != nil {
+		if _, err := w.publish(context.Background(), sd, 1, rec); err != nil {
 			t.Fatal(err)
 		}
 		// e: a session key whose only revision is torn.
 		_, xe := key("e", "e")
-		if !w.url {
+		if !onEtcd(w) {
 			if err := os.MkdirAll(w.KeyDir(xe), 0o700); err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +99,7 @@ func TestClassifyAll(t *testing.T) {
 		if drySum.Stopped != 2 {
 			t.Errorf("dry run: %d would stop, want 2 (%+v)", drySum.Stopped, drySum)
 		}
-		if ps, _ := s.be.Proofs(); len(ps) != 0 {
+		if ps, _ := s.be.Proofs(context.Background()); len(ps) != 0 {
 			t.Errorf("dry run issued proofs %v", ps)
 		}
 		got, sum := walk(nil)
@@ -128,7 +128,7 @@ func TestClassifyAll(t *testing.T) {
 		}
 		// The walk finished the half-done acquire on both keys, and a second
 		// walk publishes nothing.
-		if h, _ := s.Head(xc); h.N != 1 || h.Held() {
+		if h, _ := s.Head(context.Background(), xc); h.N != 1 || h.Held() {
 			t.Errorf("session c after the walk: revision %d, held %v", h.N, h.Held())
 		}
 		again, sum2 := walk(nil)
@@ -178,7 +178,7 @@ func TestClassifyAllPairsByPairMember(t *testing.T) {
 		for _, name := range []string{"a", "b", "c"} {
 			seat, _ := SeatKey(name, "p", "w")
 			session, _ := SessionKey(name)
-			if _, err := w.Acquire(seat, session, AcquireFields{ClaimID: id, Owner: owner}); err != nil {
+			if _, err := w.Acquire(context.Background(), seat, session, AcquireFields{ClaimID: id, Owner: owner}); err != nil {
 				t.Fatal(err)
 			}
 			want = append(want, [2]string{seat.String(), session.String()})

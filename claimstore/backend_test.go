@@ -2,6 +2,7 @@ package claimstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -25,7 +27,7 @@ func TestPublishModes(t *testing.T) {
 	s := openStore(t, root, nil)
 	seat, session := seatKey(t, "s"), sessionKey(t, "x")
 	c := mustAcquire(t, s, seat, session)
-	if err := s.Release(c, NewProof(ProofNoUnit, "")); err != nil {
+	if err := s.Release(context.Background(), c, NewProof(ProofNoUnit, "")); err != nil {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{root, filepath.Join(root, "seat"), filepath.Join(root, "session"), s.KeyDir(seat), s.KeyDir(session)} {
@@ -60,11 +62,11 @@ func TestPublishExistingRevision(t *testing.T) {
 	k := sessionKey(t, "x")
 	be := s.Backend()
 	first := []byte("first\n")
-	if err := be.Publish(k.Loc(), 1, first, nil); err != nil {
+	if err := be.Publish(context.Background(), k.Loc(), 1, first, nil); err != nil {
 		t.Fatal(err)
 	}
 	var seen []Barrier
-	err := be.Publish(k.Loc(), 1, []byte("second\n"), func(b Barrier) error { seen = append(seen, b); return nil })
+	err := be.Publish(context.Background(), k.Loc(), 1, []byte("second\n"), func(b Barrier) error { seen = append(seen, b); return nil })
 	if !errors.Is(err, ErrRevisionExists) {
 		t.Fatalf("second Publish of revision 1: %v, want ErrRevisionExists", err)
 	}
@@ -84,7 +86,7 @@ func TestPublishExistingRevision(t *testing.T) {
 		t.Errorf("entries (-want +got):\n%s", diff)
 	}
 	for _, n := range []uint64{0, MaxRevision + 1} {
-		if err := be.Publish(k.Loc(), n, first, nil); err == nil {
+		if err := be.Publish(context.Background(), k.Loc(), n, first, nil); err == nil {
 			t.Errorf("Publish of revision %d succeeded; it is out of range", n)
 		}
 	}
@@ -107,11 +109,11 @@ func TestForeignFilesInKeyDirectory(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "subdir"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	h, err := s.Head(k)
+	h, err := s.Head(context.Background(), k)
 	if err != nil || h.N != 1 || h.Damage != nil || h.State() != Active {
 		t.Fatalf("Head = %+v, %v; want revision 1, active", h, err)
 	}
-	revs, other, err := s.Backend().List(k.Loc())
+	revs, other, err := s.Backend().List(context.Background(), k.Loc())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,14 +136,14 @@ func TestHeadAssumesDenseHistory(t *testing.T) {
 	for _, n := range []uint64{1, 2, 3, 5} {
 		writeRev(t, s, k, n, refRecord(k, n, testClaimID, "active").bytes())
 	}
-	h, err := s.Head(k)
+	h, err := s.Head(context.Background(), k)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if h.N != 3 {
 		t.Errorf("Head over the gap 1,2,3,_,5 = revision %d; the dense-history probe finds 3", h.N)
 	}
-	revs, err := s.Revisions(k)
+	revs, err := s.Revisions(context.Background(), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +165,7 @@ func TestHeadAssumesDenseHistory(t *testing.T) {
 		writeRev(t, s, k2, n, refRecord(k2, n, testClaimID, "active").bytes())
 		fresh := openStore(t, s.Root(), nil) // no hint: a cold probe
 		for _, st := range []*Store{s, fresh} {
-			h, err := st.Head(k2)
+			h, err := st.Head(context.Background(), k2)
 			if err != nil || h.N != n || h.Damage != nil {
 				t.Fatalf("Head with %d revisions = %+v, %v", n, h, err)
 			}
@@ -179,10 +181,10 @@ func TestHeadHintFollowsOtherWriters(t *testing.T) {
 	a, b := openStore(t, root, nil), openStore(t, root, nil)
 	k := sessionKey(t, "x")
 	for n := uint64(1); n <= 3; n++ {
-		if err := b.Backend().Publish(k.Loc(), n, refRecord(k, n, testClaimID, "active").bytes(), nil); err != nil {
+		if err := b.Backend().Publish(context.Background(), k.Loc(), n, refRecord(k, n, testClaimID, "active").bytes(), nil); err != nil {
 			t.Fatal(err)
 		}
-		if h, err := a.Head(k); err != nil || h.N != n {
+		if h, err := a.Head(context.Background(), k); err != nil || h.N != n {
 			t.Fatalf("a.Head after b published %d = %+v, %v", n, h, err)
 		}
 	}
@@ -191,7 +193,7 @@ func TestHeadHintFollowsOtherWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if h, err := a.Head(k); err != nil || h.N != 1 {
+	if h, err := a.Head(context.Background(), k); err != nil || h.N != 1 {
 		t.Fatalf("a.Head after revisions 2 and 3 were removed = %+v, %v; want 1", h, err)
 	}
 }
@@ -238,7 +240,7 @@ func TestUnreadableHeadIsDamaged(t *testing.T) {
 			writeRev(t, s, session, 1, refRecord(session, 1, testClaimID, "stopped").set("proof", `{"kind":"no-unit","ref":null}`).bytes())
 			tt.make(t, filepath.Join(s.KeyDir(session), RevisionName(2)), refRecord(session, 2, testClaimID, "stopped").set("proof", `{"kind":"no-unit","ref":null}`).bytes())
 
-			h, err := s.Head(session)
+			h, err := s.Head(context.Background(), session)
 			if err != nil {
 				t.Fatalf("Head: %v", err)
 			}
@@ -248,7 +250,7 @@ func TestUnreadableHeadIsDamaged(t *testing.T) {
 			if !h.Held() || h.State() != Uncertain {
 				t.Errorf("damaged head: Held %v, State %s; want held, uncertain", h.Held(), h.State())
 			}
-			revs, err := s.Revisions(session)
+			revs, err := s.Revisions(context.Background(), session)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +258,7 @@ func TestUnreadableHeadIsDamaged(t *testing.T) {
 				t.Errorf("Revisions = %+v; want 1 valid, 2 damaged", revs)
 			}
 			before := dirFiles(t, s, session)
-			_, err = s.Acquire(seat, session, fields(t, s))
+			_, err = s.Acquire(context.Background(), seat, session, fields(t, s))
 			var r *Refusal
 			if !errors.As(err, &r) || r.Code != UnsafeReplacement {
 				t.Errorf("Acquire over a damaged head: %v, want refusal %s", err, UnsafeReplacement)
@@ -299,18 +301,18 @@ func TestKeyDirectoryNotADirectory(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			_, err := s.Head(session)
+			_, err := s.Head(context.Background(), session)
 			what := map[string]string{"symlink": "it is a symlink", "file": "it is a regular file, not a directory"}[kind]
 			if !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), what) {
 				t.Errorf("Head: %v; want ErrUnsafePath naming %s and saying %q", err, dir, what)
 			}
-			if _, _, err := s.Backend().List(session.Loc()); !errors.Is(err, ErrUnsafePath) {
+			if _, _, err := s.Backend().List(context.Background(), session.Loc()); !errors.Is(err, ErrUnsafePath) {
 				t.Errorf("List: %v; want ErrUnsafePath", err)
 			}
-			if _, err := s.Pair(seat, session); !errors.Is(err, ErrUnsafePath) {
+			if _, err := s.Pair(context.Background(), seat, session); !errors.Is(err, ErrUnsafePath) {
 				t.Errorf("Pair: %v; want ErrUnsafePath", err)
 			}
-			c, err := s.Acquire(seat, session, fields(t, s))
+			c, err := s.Acquire(context.Background(), seat, session, fields(t, s))
 			if err == nil || c != nil {
 				t.Fatalf("Acquire through a %s key directory succeeded", kind)
 			}
@@ -332,7 +334,7 @@ func TestKeyDirectoryNotADirectory(t *testing.T) {
 
 func TestLocs(t *testing.T) {
 	s := openStore(t, newRoot(t), nil)
-	if locs, err := s.Backend().Locs(KindSeat); err != nil || len(locs) != 0 {
+	if locs, err := s.Backend().Locs(context.Background(), KindSeat); err != nil || len(locs) != 0 {
 		t.Fatalf("Locs on an empty root = %v, %v", locs, err)
 	}
 	a, b := sessionKey(t, "a"), sessionKey(t, "b")
@@ -342,7 +344,7 @@ func TestLocs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(s.Root(), "session", "README"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	locs, err := s.Backend().Locs(KindSession)
+	locs, err := s.Backend().Locs(context.Background(), KindSession)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,12 +362,12 @@ func TestLocs(t *testing.T) {
 func TestReadMissingRevision(t *testing.T) {
 	s := openStore(t, newRoot(t), nil)
 	k := sessionKey(t, "x")
-	_, err := s.Backend().Read(k.Loc(), 1)
+	_, err := s.Backend().Read(context.Background(), k.Loc(), 1)
 	var pe *fs.PathError
 	if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) {
 		t.Errorf("Read of a missing revision: %v; want a *fs.PathError wrapping fs.ErrNotExist", err)
 	}
-	if h, err := s.Head(k); err != nil || h.N != 0 || h.Held() || h.State() != Stopped {
+	if h, err := s.Head(context.Background(), k); err != nil || h.N != 0 || h.Held() || h.State() != Stopped {
 		t.Errorf("Head of a key without history = %+v, %v; want free", h, err)
 	}
 }
@@ -373,12 +375,12 @@ func TestReadMissingRevision(t *testing.T) {
 // sizeFS is the OS filesystem with a directory size of its choosing, to
 // drive the cold probe's estimate wrong in both directions.
 type sizeFS struct {
-	osFS
+	vfs.OSFS
 	size int64
 }
 
 func (f sizeFS) ProbeDir(dir string) (func(string) (bool, error), int64, func() error, error) {
-	exists, _, closeDir, err := f.osFS.ProbeDir(dir)
+	exists, _, closeDir, err := f.OSFS.ProbeDir(dir)
 	return exists, f.size, closeDir, err
 }
 
@@ -393,11 +395,11 @@ func TestProbeFromAnyEstimate(t *testing.T) {
 			writeRev(t, s, k, n, refRecord(k, n, testClaimID, "active").bytes())
 		}
 		for _, size := range []int64{0, 4096, 4097, 24 * 4, 24 * 1000, 24 * 100000, 1 << 40} {
-			st, err := Open(root, &Options{FS: sizeFS{size: size}, Host: thisHost})
+			st, err := OpenRoot(root, &TOpts{FS: sizeFS{size: size}, Host: thisHost})
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := st.Head(k)
+			h, err := st.Head(context.Background(), k)
 			if err != nil || h.N != revs || h.Record == nil {
 				t.Errorf("%d revisions, directory size %d: Head = %+v, %v", revs, size, h, err)
 			}

@@ -20,7 +20,7 @@ import (
 // a separate Store (a separate supervisor) sharing that root.
 type backendCase struct {
 	name    string
-	newRoot func(t testing.TB) func(opts *Options) (*Store, error)
+	newRoot func(t testing.TB) func(opts *TOpts) (*Store, error)
 	// root returns a fresh root's name for openStore and openOn.
 	root func(t testing.TB) string
 	// dir is true for the directory backend, whose root is a path the
@@ -33,9 +33,9 @@ type backendCase struct {
 // see etcdLeftOut for when etcd is left out.
 func backends(t *testing.T) []backendCase {
 	t.Helper()
-	out := []backendCase{{name: "dir", dir: true, root: newRoot, newRoot: func(t testing.TB) func(*Options) (*Store, error) {
+	out := []backendCase{{name: "dir", dir: true, root: newRoot, newRoot: func(t testing.TB) func(*TOpts) (*Store, error) {
 		root := newRoot(t)
-		return func(opts *Options) (*Store, error) { return Open(root, opts) }
+		return func(opts *TOpts) (*Store, error) { return OpenRoot(root, opts) }
 	}}}
 	if why := etcdLeftOut(); why != "" {
 		t.Log(why)
@@ -56,19 +56,19 @@ func backends(t *testing.T) []backendCase {
 	out = append(out, backendCase{name: "etcd", root: func(tb testing.TB) string {
 		root, _ := etcdRootOf(tb)
 		return root
-	}, newRoot: func(tb testing.TB) func(*Options) (*Store, error) {
+	}, newRoot: func(tb testing.TB) func(*TOpts) (*Store, error) {
 		root, prefix := etcdRootOf(tb)
-		return func(opts *Options) (*Store, error) {
+		return func(opts *TOpts) (*Store, error) {
 			be, err := etcdbackend.New(cli, prefix, testEtcdOptions)
 			if err != nil {
 				return nil, err
 			}
-			o := Options{}
+			o := TOpts{}
 			if opts != nil {
 				o = *opts
 			}
 			o.Backend = be
-			return Open(root, &o)
+			return OpenRoot(root, &o)
 		}
 	}})
 	return out
@@ -129,10 +129,10 @@ func etcdLeftOut() string {
 
 // openWith opens a store with the test host and clock, as openStore does,
 // on a root of a backendCase.
-func openWith(t testing.TB, open func(*Options) (*Store, error), opts *Options) *Store {
+func openWith(t testing.TB, open func(*TOpts) (*Store, error), opts *TOpts) *Store {
 	t.Helper()
 	if opts == nil {
-		opts = &Options{}
+		opts = &TOpts{}
 	}
 	if opts.Host == nil {
 		opts.Host = thisHost

@@ -2,12 +2,14 @@ package claimstore
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/hostid"
 )
 
@@ -22,7 +24,7 @@ func buildHistory(b *testing.B, revs uint64) (root string, k Key) {
 	for n := uint64(1); n <= revs; n++ {
 		writeRev(b, s, k, n, refRecord(k, n, testClaimID, "active").bytes())
 	}
-	h, err := openStore(b, root, nil).Head(k)
+	h, err := openStore(b, root, nil).Head(context.Background(), k)
 	if err != nil || h.N != revs || h.Damage != nil {
 		b.Fatalf("Head over the built history = %+v, %v; want revision %d", h, err, revs)
 	}
@@ -40,11 +42,11 @@ func BenchmarkHead(b *testing.B) {
 			root, k := buildHistory(b, revs)
 			b.Run("cold", func(b *testing.B) {
 				for b.Loop() {
-					s, err := Open(root, &Options{Host: thisHost})
+					s, err := OpenRoot(root, &TOpts{Host: thisHost})
 					if err != nil {
 						b.Fatal(err)
 					}
-					if h, err := s.Head(k); err != nil || h.N != revs {
+					if h, err := s.Head(context.Background(), k); err != nil || h.N != revs {
 						b.Fatalf("Head = %+v, %v", h, err)
 					}
 				}
@@ -52,7 +54,7 @@ func BenchmarkHead(b *testing.B) {
 			b.Run("warm", func(b *testing.B) {
 				s := openStore(b, root, nil)
 				for b.Loop() {
-					if h, err := s.Head(k); err != nil || h.N != revs {
+					if h, err := s.Head(context.Background(), k); err != nil || h.N != revs {
 						b.Fatalf("Head = %+v, %v", h, err)
 					}
 				}
@@ -62,7 +64,7 @@ func BenchmarkHead(b *testing.B) {
 	b.Run("open", func(b *testing.B) {
 		root, _ := buildHistory(b, 1)
 		for b.Loop() {
-			if _, err := Open(root, &Options{Host: thisHost}); err != nil {
+			if _, err := OpenRoot(root, &TOpts{Host: thisHost}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -95,27 +97,27 @@ func BenchmarkLifecycle(b *testing.B) {
 	}
 	// Warm both: the store's root and kind directories exist and are
 	// durable, as the floor's are.
-	c, err := s.Acquire(seatKey(b, "warm"), sessionKey(b, "warm"), f)
+	c, err := s.Acquire(context.Background(), seatKey(b, "warm"), sessionKey(b, "warm"), f)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := s.Release(c, NewProof(ProofNoUnit, "")); err != nil {
+	if err := s.Release(context.Background(), c, NewProof(ProofNoUnit, "")); err != nil {
 		b.Fatal(err)
 	}
 	data := refRecord(sessionKey(b, "bench"), 1, testClaimID, "active").bytes()
 	lifecycle := func(i int) {
 		seat, session := seatKey(b, fmt.Sprint("s", i)), sessionKey(b, fmt.Sprint("x", i))
-		c, err := s.Acquire(seat, session, f)
+		c, err := s.Acquire(context.Background(), seat, session, f)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		if err := s.Advance(context.Background(), c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Advance(c, Patch{State: Stopping}); err != nil {
+		if err := s.Advance(context.Background(), c, Patch{State: Stopping}); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Release(c, NewProof(ProofCohort, "bench")); err != nil {
+		if err := s.Release(context.Background(), c, NewProof(ProofCohort, "bench")); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -126,7 +128,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			if err := os.Mkdir(dir, 0o700); err != nil {
 				b.Fatal(err)
 			}
-			if err := OSFS.SyncDir(filepath.Dir(dir)); err != nil {
+			if err := vfs.OS.SyncDir(filepath.Dir(dir)); err != nil {
 				b.Fatal(err)
 			}
 			dirs = append(dirs, dir)
@@ -181,7 +183,7 @@ func floorPublish(b *testing.B, dir string, n uint64, data []byte) {
 	if err := os.Remove(tmp); err != nil {
 		b.Fatal(err)
 	}
-	if err := OSFS.SyncDir(dir); err != nil {
+	if err := vfs.OS.SyncDir(dir); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -198,12 +200,12 @@ func BenchmarkTemporaries(b *testing.B) {
 	n := uint64(0)
 	publish := func(named bool) {
 		n++
-		var t TempFile
+		var t vfs.TempFile
 		var err error
 		if named {
-			t, err = createNamed(dir, 0o400)
+			t, err = vfs.CreateNamed(dir, 0o400)
 		} else {
-			t, err = createUnnamed(dir, 0o400)
+			t, err = vfs.CreateUnnamed(dir, 0o400)
 		}
 		if err != nil {
 			b.Skipf("this filesystem: %v", err)
@@ -254,8 +256,8 @@ func BenchmarkHeadFree(b *testing.B) {
 			k := sessionKey(b, "bench")
 			proof := `{"kind":"no-unit","ref":null}`
 			if bench.proof == "boot" {
-				later := openStore(b, root, &Options{Host: hostid.Override{Host: thisHost, Boot: "99999999-2222-3333-4444-555555555555"}})
-				bp, err := later.IssueBootProof(&Record{ClaimID: testClaimID, Host: Host{MachineID: testMachine, BootID: testBoot}})
+				later := openStore(b, root, &TOpts{Host: hostid.Override{Host: thisHost, Boot: "99999999-2222-3333-4444-555555555555"}})
+				bp, err := later.IssueBootProof(context.Background(), &Record{ClaimID: testClaimID, Host: Host{MachineID: testMachine, BootID: testBoot}})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -270,11 +272,11 @@ func BenchmarkHeadFree(b *testing.B) {
 			}
 			b.Run("cold", func(b *testing.B) {
 				for b.Loop() {
-					s, err := Open(root, &Options{Host: thisHost})
+					s, err := OpenRoot(root, &TOpts{Host: thisHost})
 					if err != nil {
 						b.Fatal(err)
 					}
-					if h, err := s.Head(k); err != nil || h.N != revs || h.Held() {
+					if h, err := s.Head(context.Background(), k); err != nil || h.N != revs || h.Held() {
 						b.Fatalf("Head = %+v, %v", h, err)
 					}
 				}
@@ -284,7 +286,7 @@ func BenchmarkHeadFree(b *testing.B) {
 			b.Run("warm", func(b *testing.B) {
 				s := openStore(b, root, nil)
 				for b.Loop() {
-					if h, err := s.Head(k); err != nil || h.N != revs || h.Held() {
+					if h, err := s.Head(context.Background(), k); err != nil || h.N != revs || h.Held() {
 						b.Fatalf("Head = %+v, %v", h, err)
 					}
 				}
@@ -298,23 +300,23 @@ func BenchmarkHeadFree(b *testing.B) {
 // disk (reads, records, hashing, the system calls that are not fsyncs).
 // Profile it with -cpuprofile.
 func BenchmarkLifecycleCPU(b *testing.B) {
-	s := openStore(b, newRoot(b), &Options{FS: noSyncFS{}})
+	s := openStore(b, newRoot(b), &TOpts{FS: noSyncFS{}})
 	f := fields(b, s)
 	i := 0
 	for b.Loop() {
 		i++
 		seat, session := seatKey(b, fmt.Sprint("s", i)), sessionKey(b, fmt.Sprint("x", i))
-		c, err := s.Acquire(seat, session, f)
+		c, err := s.Acquire(context.Background(), seat, session, f)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		if err := s.Advance(context.Background(), c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Advance(c, Patch{State: Stopping}); err != nil {
+		if err := s.Advance(context.Background(), c, Patch{State: Stopping}); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Release(c, NewProof(ProofCohort, "bench")); err != nil {
+		if err := s.Release(context.Background(), c, NewProof(ProofCohort, "bench")); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -337,7 +339,7 @@ func BenchmarkHeadCold(b *testing.B) {
 	for _, free := range []bool{false, true} {
 		for _, revs := range []uint64{1, 10_000} {
 			root := newRoot(b)
-			s := openStore(b, root, &Options{FS: noSyncFS{}})
+			s := openStore(b, root, &TOpts{FS: noSyncFS{}})
 			k := sessionKey(b, "bench")
 			for n := uint64(1); n <= revs; n++ {
 				data := refRecord(k, n, testClaimID, "active").bytes()
@@ -357,11 +359,11 @@ func BenchmarkHeadCold(b *testing.B) {
 			x := (j + i) % len(keys) // rotate the order
 			kk := keys[x]
 			t0 := time.Now()
-			s, err := Open(kk.root, &Options{Host: thisHost})
+			s, err := OpenRoot(kk.root, &TOpts{Host: thisHost})
 			if err != nil {
 				b.Fatal(err)
 			}
-			h, err := s.Head(kk.k)
+			h, err := s.Head(context.Background(), kk.k)
 			if err != nil || h.N != kk.revs || h.Held() == kk.free {
 				b.Fatalf("Head = %+v, %v", h, err)
 			}
@@ -397,20 +399,20 @@ func BenchmarkStepShapes(b *testing.B) {
 	n := uint64(0)
 	// prepare runs on two goroutines at once: it returns its error to the
 	// benchmark's goroutine rather than failing the benchmark itself.
-	prepare := func(dir string) (TempFile, error) {
-		t, err := createUnnamed(dir, 0o400)
+	prepare := func(dir string) (vfs.TempFile, error) {
+		t, err := vfs.CreateUnnamed(dir, 0o400)
 		if err != nil {
 			return nil, err
 		}
 		return t, writeSync(t, data)
 	}
-	must := func(t TempFile, err error) TempFile {
+	must := func(t vfs.TempFile, err error) vfs.TempFile {
 		if err != nil {
 			b.Fatal(err)
 		}
 		return t
 	}
-	commit := func(dir string, t TempFile) { commitBench(b, t, dir, n) }
+	commit := func(dir string, t vfs.TempFile) { commitBench(b, t, dir, n) }
 	serial := func() {
 		n++
 		for _, d := range dirs {
@@ -419,7 +421,7 @@ func BenchmarkStepShapes(b *testing.B) {
 	}
 	overlapped := func() {
 		n++
-		var session TempFile
+		var session vfs.TempFile
 		var serr error
 		done := make(chan struct{})
 		go func() { defer close(done); session, serr = prepare(dirs[1]) }()
@@ -450,7 +452,7 @@ func BenchmarkStepShapes(b *testing.B) {
 
 // writeSync writes data to a temporary and fsyncs it: the first half of a
 // publish.
-func writeSync(t TempFile, data []byte) error {
+func writeSync(t vfs.TempFile, data []byte) error {
 	if _, err := t.Write(data); err != nil {
 		return err
 	}
@@ -459,7 +461,7 @@ func writeSync(t TempFile, data []byte) error {
 
 // commitBench is the second half of a publish, for benchmarks: t linked as
 // revision n of dir, closed, and dir fsynced.
-func commitBench(b *testing.B, t TempFile, dir string, n uint64) {
+func commitBench(b *testing.B, t vfs.TempFile, dir string, n uint64) {
 	b.Helper()
 	if err := t.Link(filepath.Join(dir, RevisionName(n))); err != nil {
 		b.Fatal(err)
@@ -467,7 +469,7 @@ func commitBench(b *testing.B, t TempFile, dir string, n uint64) {
 	if err := t.Close(); err != nil {
 		b.Fatal(err)
 	}
-	if err := OSFS.SyncDir(dir); err != nil {
+	if err := vfs.OS.SyncDir(dir); err != nil {
 		b.Fatal(err)
 	}
 }

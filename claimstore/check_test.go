@@ -9,20 +9,21 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/google/go-cmp/cmp"
 )
 
 // namedOnlyFS is the OS filesystem without O_TMPFILE: every temporary has a
 // name, as on filesystems that lack unnamed files.
-type namedOnlyFS struct{ osFS }
+type namedOnlyFS struct{ vfs.OSFS }
 
-func (namedOnlyFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
-	return createNamed(dir, perm)
+func (namedOnlyFS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
+	return vfs.CreateNamed(dir, perm)
 }
 
 func TestNamedTemporariesArePublishedAndDropped(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	s, err := Open(root, &Options{FS: namedOnlyFS{}})
+	s, err := OpenRoot(root, &TOpts{FS: namedOnlyFS{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestNamedTemporariesArePublishedAndDropped(t *testing.T) {
 		if p.Barrier == BarrierTempSynced {
 			names, _ := os.ReadDir(s.KeyDir(p.Key))
 			for _, n := range names {
-				if _, ok := tempOwner(n.Name()); ok {
+				if _, ok := vfs.TempOwner(n.Name()); ok {
 					seen = append(seen, n.Name())
 				}
 			}
@@ -46,11 +47,11 @@ func TestNamedTemporariesArePublishedAndDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: o})
+	c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: o})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Release(c, NewProof(ProofCohort, "x")); err != nil {
+	if err := s.Release(context.Background(), c, NewProof(ProofCohort, "x")); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) != 4 {

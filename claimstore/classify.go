@@ -163,7 +163,7 @@ func (s *Store) Classify(ctx context.Context, seat, session Key, opts *ClassifyO
 			continue
 		}
 		if r, ok := err.(errRestart); ok {
-			return s.afterCompletion(r.res, seat, session)
+			return s.afterCompletion(ctx, r.res, seat, session)
 		}
 		return res, err
 	}
@@ -173,7 +173,7 @@ func (s *Store) Classify(ctx context.Context, seat, session Key, opts *ClassifyO
 func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *ClassifyOptions) (*Result, error) {
 	// Read as for a write: a held head below a gap must not be judged as
 	// if it were the key's newest revision.
-	p, err := s.pair(seatK, sessionK, true)
+	p, err := s.pair(ctx, seatK, sessionK, true)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 		// made durable: make them durable first, or a power cut could
 		// take the stopped revisions back after "free" was said.
 		if !opts.DryRun {
-			if err := s.syncHeads(p.Seat, p.Session); err != nil {
+			if err := s.syncHeads(ctx, p.Seat, p.Session); err != nil {
 				return nil, err
 			}
 		}
@@ -204,7 +204,7 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 			held = append(held, h)
 		}
 	}
-	if r, err := s.completeMovedRelease(p, held, res); r != nil || err != nil {
+	if r, err := s.completeMovedRelease(ctx, p, held, res); r != nil || err != nil {
 		return r, err
 	}
 	if len(held) == 2 && held[0].Record.ClaimID != held[1].Record.ClaimID {
@@ -278,7 +278,7 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 			// this store's must verify; another issuer's cannot be checked
 			// here, and finishing with it is what step 8 would do.
 			if h.Record.State == Stopped && h.Record.Proof != nil && h.Record.Proof.Kind == ProofBoot &&
-				(!isProofID(h.Record.Proof.Ref) || s.VerifyProof(h.Record) == nil) {
+				(!isProofID(h.Record.Proof.Ref) || s.VerifyProof(ctx, h.Record) == nil) {
 				ref = h.Record.Proof.Ref
 				res.Completed = true
 			}
@@ -297,7 +297,7 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 			return res, nil
 		}
 		if !opts.DryRun || res.Completed {
-			if bp, err := s.ReadBootProof(ref); err == nil {
+			if bp, err := s.ReadBootProof(ctx, ref); err == nil {
 				res.BootProof = bp
 			}
 		}
@@ -311,7 +311,7 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 		// run is the store's, as Advance refuses to clear it).
 		setMarker(next, marker)
 		res.Outcome, res.Proof = OutcomeStopped, next.Proof
-		return res, s.finish(claim, p, next, res)
+		return res, s.finish(ctx, claim, p, next, res)
 	}
 
 	// 8. A release cut between the keys: finish it with the same proof.
@@ -320,7 +320,7 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 			next := h.Record.clone()
 			setMarker(next, marker)
 			res.Outcome, res.Proof, res.Completed = OutcomeStopped, next.Proof, true
-			return res, s.finish(claim, p, next, res)
+			return res, s.finish(ctx, claim, p, next, res)
 		}
 	}
 
@@ -339,7 +339,7 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 			return nil, err
 		}
 		res.Outcome, res.Proof = OutcomeStopped, next.Proof
-		return res, s.finish(claim, p, next, res)
+		return res, s.finish(ctx, claim, p, next, res)
 	}
 
 	// 10. Anything else may still run. An absent unit after a spawn is an
@@ -365,7 +365,7 @@ func (s *Store) classifyOnce(ctx context.Context, seatK, sessionK Key, opts *Cla
 		writer = fmt.Sprintf("process group %d, run without a service manager", pg)
 	}
 	res.Refusal = refuse(UnsafeReplacement, id, fmt.Sprintf("claim %s's owner is gone, but its writer may still run (%s)", id, writer), nil, seatK, sessionK)
-	if err := s.finish(claim, p, next, res); err != nil {
+	if err := s.finish(ctx, claim, p, next, res); err != nil {
 		return nil, err
 	}
 	if opts.Adopt != nil || next.State == Stopping {
@@ -402,7 +402,7 @@ func bootProofJSON(ref string) json.RawMessage {
 // second classification publish nothing. A key whose head belongs to an
 // older claim that no longer holds it (a half-done acquire) gains the
 // revision too.
-func (s *Store) finish(c *Claim, p *Pair, next *Record, res *Result) error {
+func (s *Store) finish(ctx context.Context, c *Claim, p *Pair, next *Record, res *Result) error {
 	if err := s.checkSize(next, c.Seat, c.Session); err != nil {
 		return err
 	}
@@ -412,7 +412,7 @@ func (s *Store) finish(c *Claim, p *Pair, next *Record, res *Result) error {
 		// published (a completed release) or the outcome reported.
 		for _, h := range []*Head{p.Seat, p.Session} {
 			if h.Damage == nil && h.Record != nil && sameOutcome(h.Record, next) {
-				if err := s.syncHeads(h); err != nil {
+				if err := s.syncHeads(ctx, h); err != nil {
 					return err
 				}
 			}
@@ -437,7 +437,7 @@ func (s *Store) finish(c *Claim, p *Pair, next *Record, res *Result) error {
 		if res.DryRun {
 			continue
 		}
-		won, err := s.publish(h.Key, h.N+1, next)
+		won, err := s.publish(ctx, h.Key, h.N+1, next)
 		if err != nil {
 			return err
 		}
@@ -494,9 +494,9 @@ func (s *Store) judgeOwner(rec *Record) (hostid.State, string) {
 
 // syncHeads makes the heads read durable (Backend.Sync), once per key and
 // revision per store.
-func (s *Store) syncHeads(heads ...*Head) error {
+func (s *Store) syncHeads(ctx context.Context, heads ...*Head) error {
 	for _, h := range heads {
-		if err := s.be.Sync(h.Key.Loc(), h.N); err != nil {
+		if err := s.be.Sync(ctx, h.Key.Loc(), h.N); err != nil {
 			return err
 		}
 	}
@@ -516,7 +516,7 @@ func (errRestart) Error() string { return "restart" }
 // claim's owner is proven gone, the held key gets the same stopped record.
 // The other key is never touched. It returns nil, nil when there is
 // nothing to complete.
-func (s *Store) completeMovedRelease(p *Pair, held []*Head, res *Result) (*Result, error) {
+func (s *Store) completeMovedRelease(ctx context.Context, p *Pair, held []*Head, res *Result) (*Result, error) {
 	for _, h := range held {
 		other := p.Session
 		if h.Key.Kind == KindSession {
@@ -525,7 +525,7 @@ func (s *Store) completeMovedRelease(p *Pair, held []*Head, res *Result) (*Resul
 		if other.Record == nil || other.Record.ClaimID == h.Record.ClaimID {
 			continue
 		}
-		rec, err := s.lastOf(other.Key, h.Record.ClaimID)
+		rec, err := s.lastOf(ctx, other.Key, h.Record.ClaimID)
 		if err != nil {
 			return nil, err
 		}
@@ -554,10 +554,10 @@ func (s *Store) completeMovedRelease(p *Pair, held []*Head, res *Result) (*Resul
 		}
 		// The completion rests on the other key's stopped revision: make
 		// it durable before anything is published on its strength.
-		if err := s.syncHeads(other); err != nil {
+		if err := s.syncHeads(ctx, other); err != nil {
 			return nil, err
 		}
-		won, err := s.publish(h.Key, h.N+1, next)
+		won, err := s.publish(ctx, h.Key, h.N+1, next)
 		if err != nil {
 			return nil, err
 		}
@@ -571,8 +571,8 @@ func (s *Store) completeMovedRelease(p *Pair, held []*Head, res *Result) (*Resul
 
 // lastOf returns the newest record of claim id in k's history, or nil. It
 // reads the whole history: only a rare recovery path calls it.
-func (s *Store) lastOf(k Key, id string) (*Record, error) {
-	revs, err := s.Revisions(k)
+func (s *Store) lastOf(ctx context.Context, k Key, id string) (*Record, error) {
+	revs, err := s.Revisions(ctx, k)
 	if err != nil {
 		return nil, err
 	}
@@ -589,8 +589,8 @@ func (s *Store) lastOf(k Key, id string) (*Record, error) {
 // was first cut from now belongs to another claim, with a pair of its own,
 // and judging that claim here could spread it onto the key just freed.
 // The outcome is the pair as it now reads.
-func (s *Store) afterCompletion(res *Result, seat, session Key) (*Result, error) {
-	p, err := s.Pair(seat, session)
+func (s *Store) afterCompletion(ctx context.Context, res *Result, seat, session Key) (*Result, error) {
+	p, err := s.Pair(ctx, seat, session)
 	if err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func TestClassifyMayStillRun(t *testing.T) {
 			s := openOn(t, root, liveHost())
 			seat, session := testKeys(t)
 			c := claim4100(t, s, seat, session)
-			if err := s.Advance(c, Patch{State: tc.state, Fields: tc.fields}); err != nil {
+			if err := s.Advance(context.Background(), c, Patch{State: tc.state, Fields: tc.fields}); err != nil {
 				t.Fatal(err)
 			}
 			opts := &ClassifyOptions{}
@@ -85,12 +85,12 @@ func TestClassifyAdoptUnencodable(t *testing.T) {
 	seat, session := testKeys(t)
 	active4100(t, s, seat, session, nil)
 	g := openOn(t, root, goneSameBoot())
-	before, _ := g.Head(seat)
+	before, _ := g.Head(context.Background(), seat)
 	res, err := g.Classify(context.Background(), seat, session, &ClassifyOptions{Adopt: &Owner{PID: 9000, Start: "700", Incarnation: json.RawMessage("{bad")}})
 	if err == nil {
 		t.Fatalf("classify adopting with a malformed incarnation = %+v, nil; want an error", res)
 	}
-	if after, _ := g.Head(seat); after.N != before.N {
+	if after, _ := g.Head(context.Background(), seat); after.N != before.N {
 		t.Errorf("seat went from revision %d to %d", before.N, after.N)
 	}
 }
@@ -101,7 +101,7 @@ func TestClassifyCompletesCutRelease(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	cut := errors.New("cut")
 	armed := false
-	s := openStore(t, root, &Options{Host: liveHost(), Barrier: func(p Point) error {
+	s := openStore(t, root, &TOpts{Host: liveHost(), Barrier: func(p Point) error {
 		if armed && p.Barrier == BarrierBetweenKeys {
 			return cut
 		}
@@ -110,7 +110,7 @@ func TestClassifyCompletesCutRelease(t *testing.T) {
 	seat, session := testKeys(t)
 	c := claim4100(t, s, seat, session)
 	armed = true
-	if err := s.Release(c, NewProof(ProofCohort, "done")); !errors.Is(err, cut) {
+	if err := s.Release(context.Background(), c, NewProof(ProofCohort, "done")); !errors.Is(err, cut) {
 		t.Fatalf("release cut between the keys: %v", err)
 	}
 	g := openOn(t, root, goneSameBoot())
@@ -121,7 +121,7 @@ func TestClassifyCompletesCutRelease(t *testing.T) {
 	if len(res.Published) != 1 || res.Published[0].Key != session || res.Published[0].Revision != 2 {
 		t.Errorf("published %+v, want session revision 2 only", res.Published)
 	}
-	if p, err := g.Pair(seat, session); err != nil || p.Held() {
+	if p, err := g.Pair(context.Background(), seat, session); err != nil || p.Held() {
 		t.Errorf("pair after the completion = %+v, %v; want free", p, err)
 	}
 }
@@ -137,13 +137,13 @@ func TestClassifyReportsOnlyItsOwnRevisions(t *testing.T) {
 	c := active4100(t, s, seat, session, nil)
 	rival := openOn(t, root, liveHost())
 	raced := false
-	g := openStore(t, root, &Options{Host: goneSameBoot(), Barrier: func(p Point) error {
+	g := openStore(t, root, &TOpts{Host: goneSameBoot(), Barrier: func(p Point) error {
 		if !raced && p.Key == session && p.Barrier == BarrierTempWritten {
 			raced = true
 			// Another classifier, which judged otherwise, links the
 			// same number first.
 			rec := refRecord(session, p.Revision, c.ID, "active").bytes()
-			return rival.Backend().Publish(session.Loc(), p.Revision, rec, nil)
+			return rival.Backend().Publish(context.Background(), session.Loc(), p.Revision, rec, nil)
 		}
 		return nil
 	}})
@@ -155,7 +155,7 @@ func TestClassifyReportsOnlyItsOwnRevisions(t *testing.T) {
 		return // refusing to decide is honest too
 	}
 	for _, pub := range res.Published {
-		h, err := g.Backend().Read(pub.Key.Loc(), pub.Revision)
+		h, err := g.Backend().Read(context.Background(), pub.Key.Loc(), pub.Revision)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,14 +171,14 @@ func TestClassifyReportsOnlyItsOwnRevisions(t *testing.T) {
 // with the same proof, carrying the claim's spawn marker.
 func TestMovedReleaseCarriesSpawnMarker(t *testing.T) {
 	_, _, s, seat, session := movedRelease(t, func(s *Store, x *Claim) {
-		if err := s.Advance(x, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		if err := s.Advance(context.Background(), x, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if _, err := s.Classify(context.Background(), seat, session, nil); err != nil {
 		t.Fatal(err)
 	}
-	h, err := s.Head(session)
+	h, err := s.Head(context.Background(), session)
 	if err != nil || h.Held() || h.Record == nil {
 		t.Fatalf("session after the completion = %+v, %v; want free", h, err)
 	}
@@ -195,7 +195,7 @@ func TestMalformedBootNoEvidenceInDryRun(t *testing.T) {
 	seat, session := testKeys(t)
 	// The owner records its own boot, so that it is judged gone (another
 	// boot) and the record's host boot id is what is judged next.
-	if _, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
+	if _, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []Key{seat, session} {
@@ -261,7 +261,7 @@ func TestMovedReleaseCompletionRaced(t *testing.T) {
 	root, host, _, seat, session := movedRelease(t, nil)
 	rival := openOn(t, root, host)
 	raced := false
-	c := openStore(t, root, &Options{Host: host, Barrier: func(p Point) error {
+	c := openStore(t, root, &TOpts{Host: host, Barrier: func(p Point) error {
 		if !raced && p.Key == session && p.Barrier == BarrierTempWritten {
 			raced = true
 			res, err := rival.Classify(context.Background(), seat, session, nil)
@@ -324,7 +324,7 @@ func TestAdoptedClaimRevisionsPerKey(t *testing.T) {
 	seat, session := testKeys(t)
 	earlier, _ := SeatKey("seat-0", "proj", "/ws")
 	c0 := claim4100(t, s, earlier, session)
-	if err := s.Release(c0, NewProof(ProofCohort, "done")); err != nil {
+	if err := s.Release(context.Background(), c0, NewProof(ProofCohort, "done")); err != nil {
 		t.Fatal(err)
 	}
 	c := active4100(t, s, seat, session, nil)

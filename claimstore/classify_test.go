@@ -37,7 +37,7 @@ func lifecycle(t *testing.T, root, op string, n int) int {
 	t.Helper()
 	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
 	count, current := 0, ""
-	s, err := Open(root, &Options{Host: host, Sequential: true, Backend: backendFor(t, root), Barrier: func(p Point) error {
+	s, err := OpenRoot(root, &TOpts{Host: host, Sequential: true, Backend: backendFor(t, root), Barrier: func(p Point) error {
 		if current != op {
 			return nil
 		}
@@ -52,7 +52,7 @@ func lifecycle(t *testing.T, root, op string, n int) int {
 	}
 	seat, session := testKeys(t)
 	current = "acquire"
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
+	c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
 	if err != nil {
 		if errors.Is(err, errCrash) {
 			return count
@@ -60,14 +60,14 @@ func lifecycle(t *testing.T, root, op string, n int) int {
 		t.Fatal(err)
 	}
 	current = "advance"
-	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+	if err := s.Advance(context.Background(), c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 		if errors.Is(err, errCrash) {
 			return count
 		}
 		t.Fatal(err)
 	}
 	current = "release"
-	if err := s.Release(c, NewProof(ProofCohort, "cohort-1")); err != nil {
+	if err := s.Release(context.Background(), c, NewProof(ProofCohort, "cohort-1")); err != nil {
 		if errors.Is(err, errCrash) {
 			return count
 		}
@@ -100,7 +100,7 @@ func TestClassifyAfterCrashAtEveryBarrier(t *testing.T) {
 						host := &fakeHost{machine: testMachine, boot: boot, procs: map[int]string{}}
 						s := openOn(t, root, host)
 						seat, session := testKeys(t)
-						before, err := s.Pair(seat, session)
+						before, err := s.Pair(context.Background(), seat, session)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -114,7 +114,7 @@ func TestClassifyAfterCrashAtEveryBarrier(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						after, err := s.Pair(seat, session)
+						after, err := s.Pair(context.Background(), seat, session)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -145,7 +145,7 @@ func TestClassifyAfterCrashAtEveryBarrier(t *testing.T) {
 							if !h.Held() {
 								if h.Record.Proof == nil {
 									t.Errorf("%s is free without a proof", h.Key)
-								} else if err := s.VerifyProof(h.Record); err != nil {
+								} else if err := s.VerifyProof(context.Background(), h.Record); err != nil {
 									t.Errorf("%s: proof does not verify: %v", h.Key, err)
 								}
 								if reboot && h.Record.Proof.Kind != ProofBoot && !res.Completed && before.Held() {
@@ -193,7 +193,7 @@ func TestClassifyTable(t *testing.T) {
 		sameBootGone := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
 		acquire := func(state State, marker bool) func(t *testing.T, s *Store, seat, session Key) {
 			return func(t *testing.T, s *Store, seat, session Key) {
-				c, err := s.Acquire(seat, session, AcquireFields{ClaimID: "c00000000000000000000000a", Owner: Owner{PID: 4100, Start: "500", Incarnation: []byte("7")}})
+				c, err := s.Acquire(context.Background(), seat, session, AcquireFields{ClaimID: "c00000000000000000000000a", Owner: Owner{PID: 4100, Start: "500", Incarnation: []byte("7")}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -205,7 +205,7 @@ func TestClassifyTable(t *testing.T) {
 					if state == Stopping {
 						p.Fields = map[string]any{"spawnMarker": true, "stop": map[string]string{"by": "test"}}
 					}
-					if err := s.Advance(c, p); err != nil {
+					if err := s.Advance(context.Background(), c, p); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -222,14 +222,14 @@ func TestClassifyTable(t *testing.T) {
 				acquire(Active, true)(t, s, seat, session)
 				other, _ := SessionKey("other")
 				seat2, _ := SeatKey("seat-2", "proj", "/ws")
-				c2, err := s.Acquire(seat2, other, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+				c2, err := s.Acquire(context.Background(), seat2, other, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				// Forge the second claim's record onto the first session key.
 				rec := c2.Record.clone()
-				h, _ := s.Head(session)
-				if _, err := s.publish(session, h.N+1, rec); err != nil {
+				h, _ := s.Head(context.Background(), session)
+				if _, err := s.publish(context.Background(), session, h.N+1, rec); err != nil {
 					t.Fatal(err)
 				}
 			}, host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement},
@@ -240,7 +240,7 @@ func TestClassifyTable(t *testing.T) {
 			{name: "7 other boot with proof", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
 			{name: "7 other boot without issuer", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, opts: &ClassifyOptions{BootProofs: NoBootProofs}, want: OutcomeUncertain, refusal: UnsafeReplacement, needs: NeedsBootProof},
 			{name: "8 release cut between keys", setup: func(t *testing.T, s *Store, seat, session Key) {
-				c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+				c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -250,7 +250,7 @@ func TestClassifyTable(t *testing.T) {
 					}
 					return nil
 				}
-				if err := s.Release(c, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
+				if err := s.Release(context.Background(), c, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
 					t.Fatal(err)
 				}
 			}, host: sameBootGone, want: OutcomeStopped, proof: ProofCohort, publish: 1},
@@ -301,8 +301,8 @@ func TestClassifyTable(t *testing.T) {
 					if res.BootProof == nil || res.BootProof.RecordedBootID != bootA || res.BootProof.CurrentBootID != bootB || res.BootProof.ClaimID != res.ClaimID {
 						t.Errorf("boot proof %+v", res.BootProof)
 					}
-					h, _ := s.Head(session)
-					if err := s.VerifyProof(h.Record); err != nil {
+					h, _ := s.Head(context.Background(), session)
+					if err := s.VerifyProof(context.Background(), h.Record); err != nil {
 						t.Errorf("VerifyProof: %v", err)
 					}
 				}
@@ -328,7 +328,7 @@ var _ hostid.Host = unreadableProc{}
 
 func writeRaw(t *testing.T, s *Store, k Key, n uint64, content string) {
 	t.Helper()
-	if s.url {
+	if onEtcd(s) {
 		writeRev(t, s, k, n, []byte(content))
 		return
 	}
@@ -346,11 +346,11 @@ func TestClassifyReusesItsBootProof(t *testing.T) {
 		root := newRoot(t)
 		w := openOn(t, root, liveHost())
 		seat, session := testKeys(t)
-		if _, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
+		if _, err := w.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
 			t.Fatal(err)
 		}
 		host := &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
-		cut, err := Open(root, &Options{Host: host, Sequential: true, Backend: backendFor(t, root), Barrier: func(p Point) error {
+		cut, err := OpenRoot(root, &TOpts{Host: host, Sequential: true, Backend: backendFor(t, root), Barrier: func(p Point) error {
 			if p.Barrier == BarrierBetweenKeys {
 				return errCrash
 			}
@@ -370,10 +370,10 @@ func TestClassifyReusesItsBootProof(t *testing.T) {
 		if res.Outcome != OutcomeStopped || !res.Completed || len(res.Published) != 1 || res.Published[0].Key != session {
 			t.Fatalf("second classify = %s, completed %v, published %v; want stopped, completing the session only", res.Outcome, res.Completed, res.Published)
 		}
-		if ids, _ := s.Backend().Proofs(); len(ids) != 1 {
+		if ids, _ := s.Backend().Proofs(context.Background()); len(ids) != 1 {
 			t.Errorf("proofs %v, want exactly one", ids)
 		}
-		p, _ := s.Pair(seat, session)
+		p, _ := s.Pair(context.Background(), seat, session)
 		if p.Seat.N != 2 || p.Session.N != 2 || p.Held() || p.Seat.Record.Proof.Ref != p.Session.Record.Proof.Ref {
 			t.Errorf("after: seat r%d, session r%d, held %v", p.Seat.N, p.Session.N, p.Held())
 		}
@@ -388,7 +388,7 @@ func TestClassifyRefusesAnotherPairsClaim(t *testing.T) {
 		w := openOn(t, root, liveHost())
 		seat1, session := testKeys(t)
 		seat2, _ := SeatKey("seat-2", "proj", "/ws")
-		if _, err := w.Acquire(seat2, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
+		if _, err := w.Acquire(context.Background(), seat2, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
 			t.Fatal(err)
 		}
 		s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
@@ -399,7 +399,7 @@ func TestClassifyRefusesAnotherPairsClaim(t *testing.T) {
 		if res.Outcome != OutcomeUncertain || res.Refusal == nil || res.Refusal.Code != UnsafeReplacement || len(res.Published) != 0 {
 			t.Fatalf("classify of the wrong pair = %s, %v, published %v", res.Outcome, res.Refusal, res.Published)
 		}
-		if h, _ := s.Head(seat1); h.N != 0 {
+		if h, _ := s.Head(context.Background(), seat1); h.N != 0 {
 			t.Errorf("seat-1 gained revision %d", h.N)
 		}
 	})
@@ -414,11 +414,11 @@ func TestAdvanceNeverClearsSpawnMarker(t *testing.T) {
 		seat, session := testKeys(t)
 		c := active4100(t, s, seat, session, map[string]any{"spawnMarker": true})
 		for _, v := range []any{false, nil, 0, ""} {
-			if err := s.Advance(c, Patch{Fields: map[string]any{"spawnMarker": v}}); !errors.Is(err, ErrBadPatch) {
+			if err := s.Advance(context.Background(), c, Patch{Fields: map[string]any{"spawnMarker": v}}); !errors.Is(err, ErrBadPatch) {
 				t.Errorf("clearing the marker with %#v: %v, want ErrBadPatch", v, err)
 			}
 		}
-		if h, _ := s.Head(seat); h.N != 2 {
+		if h, _ := s.Head(context.Background(), seat); h.N != 2 {
 			t.Errorf("seat at revision %d, want 2: a refused patch published", h.N)
 		}
 	})
@@ -436,7 +436,7 @@ func liveHost() *fakeHost {
 // openOn opens a store on root with host, failing the test on error.
 func openOn(t *testing.T, root string, host hostid.Host) *Store {
 	t.Helper()
-	s, err := Open(root, &Options{Host: host, Backend: backendFor(t, root)})
+	s, err := OpenRoot(root, &TOpts{Host: host, Backend: backendFor(t, root)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +446,7 @@ func openOn(t *testing.T, root string, host hostid.Host) *Store {
 // claim4100 acquires seat and session for owner4100.
 func claim4100(t *testing.T, s *Store, seat, session Key) *Claim {
 	t.Helper()
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: owner4100})
+	c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner4100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func claim4100(t *testing.T, s *Store, seat, session Key) *Claim {
 func active4100(t *testing.T, s *Store, seat, session Key, fields map[string]any) *Claim {
 	t.Helper()
 	c := claim4100(t, s, seat, session)
-	if err := s.Advance(c, Patch{State: Active, Fields: fields}); err != nil {
+	if err := s.Advance(context.Background(), c, Patch{State: Active, Fields: fields}); err != nil {
 		t.Fatal(err)
 	}
 	return c

@@ -115,13 +115,13 @@ type view struct {
 
 func goView(t *testing.T, s *Store, k Key) view {
 	t.Helper()
-	h, err := s.Head(k)
+	h, err := s.Head(context.Background(), k)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := view{N: float64(h.N), State: string(h.State()), Held: h.Held(), Damaged: h.Damage != nil}
 	if h.Record != nil {
-		data, err := s.Backend().Read(k.Loc(), h.N)
+		data, err := s.Backend().Read(context.Background(), k.Loc(), h.N)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func refView(r map[string]any) view {
 func TestCompatWithReference(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
 	host := &fakeHost{machine: compatMachine, boot: compatBoot, procs: map[int]string{4100: "88001"}}
-	s, err := Open(root, &Options{Host: host})
+	s, err := OpenRoot(root, &TOpts{Host: host})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,12 +169,12 @@ func TestCompatWithReference(t *testing.T) {
 	// This implementation acquires and advances, with a member of its own
 	// and an owner member the reference does not know (pidns).
 	owner := Owner{PID: 4100, Start: "88001", Incarnation: json.RawMessage("1"), PIDNS: initialPIDNS}
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: owner, Fields: map[string]any{"generation": 1, "pins": []string{"a"}, "bindingId": "b<&>"}})
+	c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner, Fields: map[string]any{"generation": 1, "pins": []string{"a"}, "bindingId": "b<&>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	agree("go acquire")
-	if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true, "futureField": map[string]any{"x": []int{1, 2}}}}); err != nil {
+	if err := s.Advance(context.Background(), c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true, "futureField": map[string]any{"x": []int{1, 2}}}}); err != nil {
 		t.Fatal(err)
 	}
 	agree("go advance")
@@ -187,7 +187,7 @@ func TestCompatWithReference(t *testing.T) {
 		t.Fatalf("reference advance: %v", res[0])
 	}
 	agree("reference advance")
-	h, err := s.Head(session)
+	h, err := s.Head(context.Background(), session)
 	if err != nil || h.Record == nil {
 		t.Fatalf("head after the reference's advance: %v %v", err, h.Damage)
 	}
@@ -204,7 +204,7 @@ func TestCompatWithReference(t *testing.T) {
 	if err != nil || got.Outcome != OutcomeOwned {
 		t.Fatalf("classify = %+v, %v; want owned", got, err)
 	}
-	if err := s.Release(got.Claim, NewProof(ProofCohort, "cohort-1")); err != nil {
+	if err := s.Release(context.Background(), got.Claim, NewProof(ProofCohort, "cohort-1")); err != nil {
 		t.Fatal(err)
 	}
 	agree("go release")
@@ -217,7 +217,7 @@ func TestCompatWithReference(t *testing.T) {
 		t.Fatalf("reference acquire: %v", res[0])
 	}
 	agree("reference acquire")
-	if _, err := s.Acquire(seat, session, AcquireFields{Owner: owner}); err == nil {
+	if _, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner}); err == nil {
 		t.Fatal("acquire over the reference's claim succeeded")
 	} else if r, ok := err.(*Refusal); !ok || r.Code != AlreadyActive {
 		t.Fatalf("acquire over the reference's claim: %v, want already-active", err)

@@ -2,6 +2,7 @@ package claimstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -47,26 +48,26 @@ var ErrCopyConflict = errors.New("the destination already holds it; copy never o
 // Unstage removes what it left. dst must hold no root: anything it holds
 // is an error wrapping storage.ErrNotEmpty (or ErrCopyConflict, for a
 // backend that cannot stage), and nothing is overwritten.
-func Copy(dst, src Backend) (*CopyReport, error) {
+func Copy(ctx context.Context, dst, src Backend) (*CopyReport, error) {
 	rep := &CopyReport{}
 	to := dst
 	var staged storage.Staged
 	if st, ok := dst.(storage.Stager); ok {
 		var err error
-		if staged, err = st.Stage(); err != nil {
+		if staged, err = st.Stage(ctx); err != nil {
 			return rep, fmt.Errorf("copy: %w", err)
 		}
 		to, rep.Staged = staged, true
-	} else if err := refuseNonEmpty(dst); err != nil {
+	} else if err := refuseNonEmpty(ctx, dst); err != nil {
 		return rep, err
 	}
 	for _, kind := range []Kind{KindSeat, KindSession} {
-		locs, err := src.Locs(kind)
+		locs, err := src.Locs(ctx, kind)
 		if err != nil {
 			return rep, fmt.Errorf("copy: list %s keys: %w", kind, err)
 		}
 		for _, loc := range locs {
-			revs, other, err := src.List(loc)
+			revs, other, err := src.List(ctx, loc)
 			if err != nil {
 				return rep, fmt.Errorf("copy: list %v: %w", loc, err)
 			}
@@ -75,15 +76,15 @@ func Copy(dst, src Backend) (*CopyReport, error) {
 				rep.Skipped = append(rep.Skipped, loc.String()+"/"+name)
 			}
 			for _, n := range revs {
-				data, err := src.Read(loc, n)
+				data, err := src.Read(ctx, loc, n)
 				if err != nil {
 					return rep, fmt.Errorf("copy: read %v revision %d: %w", loc, n, err)
 				}
-				err = to.Publish(loc, n, data, nil)
+				err = to.Publish(ctx, loc, n, data, nil)
 				if errors.Is(err, ErrRevisionExists) && staged != nil {
 					// Left by the unfinished copy this one resumes: kept only
 					// if it is the source's, byte for byte.
-					have, rerr := to.Read(loc, n)
+					have, rerr := to.Read(ctx, loc, n)
 					if rerr == nil && bytes.Equal(have, data) {
 						rep.Revisions++
 						rep.Resumed++
@@ -100,18 +101,18 @@ func Copy(dst, src Backend) (*CopyReport, error) {
 			}
 		}
 	}
-	ids, err := src.Proofs()
+	ids, err := src.Proofs(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("copy: list proofs: %w", err)
 	}
 	for _, id := range ids {
-		data, err := src.ReadProof(id)
+		data, err := src.ReadProof(ctx, id)
 		if err != nil {
 			return rep, fmt.Errorf("copy: read proof %s: %w", id, err)
 		}
-		err = to.WriteProof(id, data)
+		err = to.WriteProof(ctx, id, data)
 		if errors.Is(err, fs.ErrExist) && staged != nil {
-			if have, rerr := to.ReadProof(id); rerr == nil && bytes.Equal(have, data) {
+			if have, rerr := to.ReadProof(ctx, id); rerr == nil && bytes.Equal(have, data) {
 				rep.Proofs++
 				rep.Resumed++
 				continue
@@ -126,7 +127,7 @@ func Copy(dst, src Backend) (*CopyReport, error) {
 		rep.Proofs++
 	}
 	if staged != nil {
-		if err := staged.Commit(); err != nil {
+		if err := staged.Commit(ctx); err != nil {
 			return rep, fmt.Errorf("copy: publishing the copied root: %w", err)
 		}
 	}
@@ -136,25 +137,25 @@ func Copy(dst, src Backend) (*CopyReport, error) {
 // Unstage removes what a copy into dst that failed left staged (see Copy),
 // and nothing else: an error wrapping storage.ErrNothingStaged when there
 // is none, or when dst cannot stage.
-func Unstage(dst Backend) error {
+func Unstage(ctx context.Context, dst Backend) error {
 	st, ok := dst.(storage.Stager)
 	if !ok {
 		return storage.ErrNothingStaged
 	}
-	return st.Unstage()
+	return st.Unstage(ctx)
 }
 
 // refuseNonEmpty refuses a destination that holds any key or proof.
-func refuseNonEmpty(be Backend) error {
+func refuseNonEmpty(ctx context.Context, be Backend) error {
 	n := 0
 	for _, kind := range []Kind{KindSeat, KindSession} {
-		locs, err := be.Locs(kind)
+		locs, err := be.Locs(ctx, kind)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("copy: reading the destination: %w", err)
 		}
 		n += len(locs)
 	}
-	ids, err := be.Proofs()
+	ids, err := be.Proofs(ctx)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("copy: reading the destination: %w", err)
 	}

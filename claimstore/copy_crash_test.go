@@ -1,6 +1,7 @@
 package claimstore_test
 
 import (
+	"context"
 	"errors"
 	"path"
 	"testing"
@@ -23,18 +24,18 @@ func TestCopyIsAllOrNothingAtEveryCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	host := liveHost()
-	s, err := claimstore.Open(src, &claimstore.Options{FS: base, Host: host, Now: fixedNow})
+	s, err := claimstore.OpenRoot(src, &claimstore.TOpts{FS: base, Host: host, Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
 		seat, session := mustKeys(t, i)
-		c, err := s.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID(byte('a' + i)), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart}})
+		c, err := s.Acquire(context.Background(), seat, session, claimstore.AcquireFields{ClaimID: claimID(byte('a' + i)), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			if err := s.Release(c, claimstore.NewProof(claimstore.ProofCohort, "done")); err != nil {
+			if err := s.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "done")); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -53,15 +54,15 @@ func TestCopyIsAllOrNothingAtEveryCrash(t *testing.T) {
 	}
 	whole := rel(want, src)
 	copyOn := func(f *crashfs.FS) error {
-		from, err := claimstore.Open(src, &claimstore.Options{FS: f, Host: host, Sequential: true})
+		from, err := claimstore.OpenRoot(src, &claimstore.TOpts{FS: f, Host: host, Sequential: true})
 		if err != nil {
 			return err
 		}
-		to, err := claimstore.Open(dst, &claimstore.Options{FS: f, Host: host, Sequential: true})
+		to, err := claimstore.OpenRoot(dst, &claimstore.TOpts{FS: f, Host: host, Sequential: true})
 		if err != nil {
 			return err
 		}
-		_, err = claimstore.Copy(to.Backend(), from.Backend())
+		_, err = claimstore.Copy(context.Background(), to.Backend(), from.Backend())
 		return err
 	}
 	states := 0

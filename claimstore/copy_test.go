@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -70,11 +71,11 @@ func TestCopyRoundTrip(t *testing.T) {
 		}
 	}
 	// A boot proof of this implementation's, so that proofs/ is copied too.
-	ds, err := Open(src, &Options{Host: host})
+	ds, err := OpenRoot(src, &TOpts{Host: host})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ds.Backend().WriteProof("boot-0123456789abcdef01234567", []byte("{\"kind\":\"boot-proof\"}\n")); err != nil {
+	if err := ds.Backend().WriteProof(context.Background(), "boot-0123456789abcdef01234567", []byte("{\"kind\":\"boot-proof\"}\n")); err != nil {
 		t.Fatal(err)
 	}
 	want := treeFiles(t, src)
@@ -87,14 +88,14 @@ func TestCopyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Copy(eb, ds.Backend())
+	rep, err := Copy(context.Background(), eb, ds.Backend())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Keys != 6 || rep.Proofs != 1 || len(rep.Skipped) != 0 {
 		t.Errorf("copy to etcd: %+v", rep)
 	}
-	es, err := Open("etcd://"+c.Hosts()[0]+eb.Prefix(), &Options{Host: host, Backend: eb})
+	es, err := OpenRoot("etcd://"+c.Hosts()[0]+eb.Prefix(), &TOpts{Host: host, Backend: eb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,16 +105,16 @@ func TestCopyRoundTrip(t *testing.T) {
 		}
 	}
 	// Refuses to overwrite: nothing on etcd changes.
-	if _, err := Copy(eb, ds.Backend()); !errors.Is(err, ErrNotEmpty) {
+	if _, err := Copy(context.Background(), eb, ds.Backend()); !errors.Is(err, ErrNotEmpty) {
 		t.Errorf("second copy into etcd: %v, want ErrNotEmpty (copy never overwrites)", err)
 	}
 
 	back := filepath.Join(t.TempDir(), "back")
-	bs, err := Open(back, &Options{Host: host})
+	bs, err := OpenRoot(back, &TOpts{Host: host})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Copy(bs.Backend(), eb); err != nil {
+	if _, err := Copy(context.Background(), bs.Backend(), eb); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(want, treeFiles(t, back)); diff != "" {

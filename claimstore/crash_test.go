@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/hostid"
 	"github.com/claimstore/claimstore/internal/crashfs"
 )
@@ -117,11 +118,11 @@ type world struct {
 	marked map[string]bool
 	// vfs, when set, is the filesystem the scenario's own stores use (a
 	// fault injector over fs); crash states are always taken of fs.
-	vfs claimstore.FS
+	vfs vfs.FS
 }
 
 // sfs is the filesystem the scenario's stores run on.
-func (w *world) sfs() claimstore.FS {
+func (w *world) sfs() vfs.FS {
 	if w.vfs != nil {
 		return w.vfs
 	}
@@ -142,11 +143,11 @@ func newWorld(t testing.TB, opts *crashfs.Options) *world {
 	return w
 }
 
-func (w *world) open(fsys claimstore.FS, h hostid.Host, barrier claimstore.BarrierFunc) *claimstore.Store {
+func (w *world) open(fsys vfs.FS, h hostid.Host, barrier claimstore.BarrierFunc) *claimstore.Store {
 	w.t.Helper()
 	// Sequential: a stop after the k-th call must meet the same call every
 	// run (the overlapped protocol's crash states are the same).
-	s, err := claimstore.Open(root, &claimstore.Options{FS: fsys, Host: h, Now: fixedNow, Barrier: barrier, Sequential: true})
+	s, err := claimstore.OpenRoot(root, &claimstore.TOpts{FS: fsys, Host: h, Now: fixedNow, Barrier: barrier, Sequential: true})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ type step struct {
 func acquire(name string, keyN int, id byte) step {
 	return step{"acquire " + name, func(w *world) error {
 		seat, session := mustKeys(w.t, keyN)
-		c, err := w.store.Acquire(seat, session, claimstore.AcquireFields{
+		c, err := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{
 			ClaimID: claimID(id),
 			Owner:   claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA},
 		})
@@ -210,7 +211,7 @@ func acquire(name string, keyN int, id byte) step {
 func advance(name string, p claimstore.Patch) step {
 	return step{fmt.Sprintf("advance %s to %s", name, p.State), func(w *world) error {
 		c := w.claims[name]
-		if err := w.store.Advance(c, p); err != nil {
+		if err := w.store.Advance(context.Background(), c, p); err != nil {
 			return err
 		}
 		if v, ok := p.Fields["spawnMarker"]; ok && v == true {
@@ -224,7 +225,7 @@ func advance(name string, p claimstore.Patch) step {
 func release(name string) step {
 	return step{"release " + name, func(w *world) error {
 		c := w.claims[name]
-		if err := w.store.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
+		if err := w.store.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
 			return err
 		}
 		delete(w.holders, c.ID)
@@ -245,7 +246,7 @@ func cutRelease(name string) step {
 			}
 			return nil
 		})
-		if err := s.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); !errors.Is(err, cut) {
+		if err := s.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); !errors.Is(err, cut) {
 			return fmt.Errorf("cut release: %v, want the cut", err)
 		}
 		return nil
@@ -308,7 +309,7 @@ func acquireRaced(name string, keyN int, id byte, rivalN int, rivalID byte) step
 				return nil
 			}
 			raced = true
-			c, err := w.store.Acquire(rseat, session, claimstore.AcquireFields{ClaimID: claimID(rivalID), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+			c, err := w.store.Acquire(context.Background(), rseat, session, claimstore.AcquireFields{ClaimID: claimID(rivalID), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
 			if err != nil {
 				rerr = err
 				return err
@@ -319,7 +320,7 @@ func acquireRaced(name string, keyN int, id byte, rivalN int, rivalID byte) step
 			return nil
 		})
 		w.keys[name], w.ids[name] = [2]claimstore.Key{seat, session}, claimID(id)
-		_, err := s.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID(id), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+		_, err := s.Acquire(context.Background(), seat, session, claimstore.AcquireFields{ClaimID: claimID(id), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
 		if rerr != nil {
 			return rerr
 		}
@@ -534,11 +535,11 @@ func checkCompound(t *testing.T, w *world, where string) {
 		}
 		// As the pair reads now: the pairs of a scenario may share a key,
 		// and classifying one may have freed another's.
-		p, err := s.Pair(ks[0], ks[1])
+		p, err := s.Pair(context.Background(), ks[0], ks[1])
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)
 		}
-		c, err := s.Acquire(ks[0], ks[1], claimstore.AcquireFields{ClaimID: claimID('f'), Owner: claimstore.Owner{PID: 9, Start: "1", Boot: w.host.boot}})
+		c, err := s.Acquire(context.Background(), ks[0], ks[1], claimstore.AcquireFields{ClaimID: claimID('f'), Owner: claimstore.Owner{PID: 9, Start: "1", Boot: w.host.boot}})
 		if p.Held() {
 			if err == nil {
 				t.Errorf("%s: a new claim acquired %s's pair, which reads %s after classify", where, name, p.State())
@@ -583,7 +584,7 @@ func checkCompoundCrashes(t *testing.T, w *world, fork *crashfs.FS, names []stri
 		after := w.open(st, &testHost{machine: testMachine, boot: bootC}, nil)
 		for _, name := range names {
 			ks := w.keys[name]
-			p, err := after.Pair(ks[0], ks[1])
+			p, err := after.Pair(context.Background(), ks[0], ks[1])
 			if err != nil {
 				t.Fatalf("%s: %v", at, err)
 			}
@@ -593,13 +594,13 @@ func checkCompoundCrashes(t *testing.T, w *world, fork *crashfs.FS, names []stri
 				}
 				if hd.Record == nil || hd.Record.Proof == nil {
 					t.Errorf("%s: %s reads free without a proof", at, hd.Key)
-				} else if err := after.VerifyProof(hd.Record); err != nil {
+				} else if err := after.VerifyProof(context.Background(), hd.Record); err != nil {
 					t.Errorf("%s: %s reads free on a proof that does not verify: %v", at, hd.Key, err)
 				}
 			}
 		}
 		for _, ks := range freed {
-			p, err := after.Pair(ks[0], ks[1])
+			p, err := after.Pair(context.Background(), ks[0], ks[1])
 			if err != nil {
 				t.Fatalf("%s: %v", at, err)
 			}
@@ -611,7 +612,7 @@ func checkCompoundCrashes(t *testing.T, w *world, fork *crashfs.FS, names []stri
 		}
 		for id, ks := range holders {
 			for _, k := range ks {
-				hd, err := after.Head(k)
+				hd, err := after.Head(context.Background(), k)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -640,11 +641,11 @@ func checkCrash(t *testing.T, w *world, live, st *crashfs.FS, where string, boot
 	checkInvariants(t, w, crashed, st, where+", after classify", false)
 	// A new claim on each pair succeeds exactly when the pair is free.
 	for name, ks := range w.keys {
-		p, err := s.Pair(ks[0], ks[1])
+		p, err := s.Pair(context.Background(), ks[0], ks[1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.Acquire(ks[0], ks[1], claimstore.AcquireFields{ClaimID: claimID('e'), Owner: claimstore.Owner{PID: 9, Start: "1", Boot: boot}})
+		_, err = s.Acquire(context.Background(), ks[0], ks[1], claimstore.AcquireFields{ClaimID: claimID('e'), Owner: claimstore.Owner{PID: 9, Start: "1", Boot: boot}})
 		var ref *claimstore.Refusal
 		switch {
 		case p.Held() && err == nil:
@@ -667,7 +668,7 @@ func checkCrash(t *testing.T, w *world, live, st *crashfs.FS, where string, boot
 // uncertain or stopping with a reason, the pair still held.
 func checkClassify(t *testing.T, s *claimstore.Store, seat, session claimstore.Key, marked map[string]bool, where string) *claimstore.Result {
 	t.Helper()
-	before, err := s.Pair(seat, session)
+	before, err := s.Pair(context.Background(), seat, session)
 	if err != nil {
 		t.Fatalf("%s: pair: %v", where, err)
 	}
@@ -676,7 +677,7 @@ func checkClassify(t *testing.T, s *claimstore.Store, seat, session claimstore.K
 		t.Errorf("%s: %v", where, err)
 		return nil
 	}
-	after, err := s.Pair(seat, session)
+	after, err := s.Pair(context.Background(), seat, session)
 	if err != nil {
 		t.Fatalf("%s: pair: %v", where, err)
 	}
@@ -693,7 +694,7 @@ func checkClassify(t *testing.T, s *claimstore.Store, seat, session claimstore.K
 			if hd.Record == nil {
 				continue
 			}
-			if err := s.VerifyProof(hd.Record); err != nil {
+			if err := s.VerifyProof(context.Background(), hd.Record); err != nil {
 				t.Errorf("%s: %s stopped with a proof that does not verify: %v", where, hd.Key, err)
 			}
 			if hd.Record.Proof != nil && hd.Record.Proof.Kind == claimstore.ProofNoUnit && marked[hd.Record.ClaimID] {
@@ -778,7 +779,7 @@ func checkInvariants(t *testing.T, w *world, before map[string][]byte, st *crash
 	// contents: whatever a crash kept is what the page cache showed.
 	for p, data := range files {
 		_, isRev := claimstore.ParseRevisionName(path.Base(p))
-		isProof := path.Dir(p) == path.Join(root, claimstore.ProofDir) && !strings.HasPrefix(path.Base(p), claimstore.TempPrefix)
+		isProof := path.Dir(p) == path.Join(root, claimstore.ProofDir) && !strings.HasPrefix(path.Base(p), vfs.TempPrefix)
 		if !isRev && !isProof {
 			continue
 		}
@@ -788,7 +789,7 @@ func checkInvariants(t *testing.T, w *world, before map[string][]byte, st *crash
 	}
 	s := w.open(st.Snapshot(), &testHost{machine: testMachine, boot: bootC}, nil)
 	for name, ks := range w.keys {
-		p, err := s.Pair(ks[0], ks[1])
+		p, err := s.Pair(context.Background(), ks[0], ks[1])
 		if err != nil {
 			t.Fatalf("%s: pair of %s: %v", where, name, err)
 		}
@@ -818,7 +819,7 @@ func checkInvariants(t *testing.T, w *world, before map[string][]byte, st *crash
 			break
 		}
 		for _, k := range ks {
-			h, err := s.Head(k)
+			h, err := s.Head(context.Background(), k)
 			if err != nil {
 				t.Fatal(err)
 			}

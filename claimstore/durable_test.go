@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/internal/crashfs"
 	"github.com/claimstore/claimstore/internal/errorfs"
 )
@@ -58,7 +59,7 @@ func TestDecisionsOnlyOnDurableHeads(t *testing.T) {
 				}
 				return nil
 			})
-			if err := releaser.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); !errors.Is(err, killed) {
+			if err := releaser.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); !errors.Is(err, killed) {
 				t.Fatalf("release: %v, want it killed", err)
 			}
 			if len(w.fs.Pending()) == 0 {
@@ -94,7 +95,7 @@ func TestDecisionsOnlyOnDurableHeads(t *testing.T) {
 			}
 			for i, st := range states {
 				s := w.open(st, liveHost(), nil)
-				p, err := s.Pair(seat, session)
+				p, err := s.Pair(context.Background(), seat, session)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -162,7 +163,7 @@ func TestReusedBootProofIsDurable(t *testing.T) {
 	}
 	for i, st := range states {
 		s := w.open(st, w.host, nil)
-		p, err := s.Pair(c.Seat, c.Session)
+		p, err := s.Pair(context.Background(), c.Seat, c.Session)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +192,7 @@ func TestReusedBootProofNotDurableFails(t *testing.T) {
 				var out [2]uint64
 				s := w.open(w.fs, w.host, nil)
 				for i, k := range []claimstore.Key{c.Seat, c.Session} {
-					h, err := s.Head(k)
+					h, err := s.Head(context.Background(), k)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -216,7 +217,7 @@ func TestReusedBootProofNotDurableFails(t *testing.T) {
 			for i, st := range states {
 				s := w.open(st, w.host, nil)
 				for _, k := range []claimstore.Key{c.Seat, c.Session} {
-					h, err := s.Head(k)
+					h, err := s.Head(context.Background(), k)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -251,7 +252,7 @@ func killedReleases(t *testing.T, w *world, pairs int) []*claimstore.Claim {
 			}
 			return nil
 		})
-		if err := releaser.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); !errors.Is(err, killed) {
+		if err := releaser.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); !errors.Is(err, killed) {
 			t.Fatalf("release: %v, want it killed", err)
 		}
 		// A barrier that stops the publish after its link still closes the
@@ -291,7 +292,7 @@ func checkFreeAfterEveryCut(t *testing.T, w *world, claims []*claimstore.Claim) 
 	for i, st := range states {
 		s := w.open(st, liveHost(), nil)
 		for _, c := range claims {
-			p, err := s.Pair(c.Seat, c.Session)
+			p, err := s.Pair(context.Background(), c.Seat, c.Session)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -325,7 +326,7 @@ func TestClassifyAllFreeHeadsDurable(t *testing.T) {
 }
 
 // noSyncFS is a filesystem on a platform without syncfs(2).
-type noSyncFS struct{ claimstore.FS }
+type noSyncFS struct{ vfs.FS }
 
 func (noSyncFS) SyncFS(name string) error {
 	return &fs.PathError{Op: "syncfs", Path: name, Err: errors.ErrUnsupported}
@@ -388,7 +389,7 @@ func TestClassifyAllSyncFailureFreesNothing(t *testing.T) {
 			reader := w.open(efs, w.host, nil)
 			if tc.before {
 				seat, session := mustKeys(t, 99)
-				if _, err := reader.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); !errors.Is(err, claimstore.ErrSyncFailed) {
+				if _, err := reader.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); !errors.Is(err, claimstore.ErrSyncFailed) {
 					t.Fatalf("acquire with a failing directory fsync: %v, want ErrSyncFailed", err)
 				}
 			}
@@ -428,7 +429,7 @@ func TestLosingProofWriterMakesProofsDirDurable(t *testing.T) {
 	// root and both kind directories durable (another pair's acquire).
 	y := w.open(w.fs, later, nil)
 	s2, x2 := mustKeys(t, 2)
-	if _, err := y.Acquire(s2, x2, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 9, Start: "1", Boot: bootB}}); err != nil {
+	if _, err := y.Acquire(context.Background(), s2, x2, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 9, Start: "1", Boot: bootB}}); err != nil {
 		t.Fatal(err)
 	}
 	// X: another classifier that makes proofs/, links the proof, and dies
@@ -445,11 +446,11 @@ func TestLosingProofWriterMakesProofsDirDurable(t *testing.T) {
 		return nil
 	})
 	x := w.open(w.fs, later, nil)
-	if _, err := x.IssueBootProof(rec); !errors.Is(err, killed) {
+	if _, err := x.IssueBootProof(context.Background(), rec); !errors.Is(err, killed) {
 		t.Fatalf("X's proof: %v, want it killed", err)
 	}
 	w.fs.Resume()
-	p, err := y.IssueBootProof(rec)
+	p, err := y.IssueBootProof(context.Background(), rec)
 	if err != nil {
 		t.Fatalf("Y's proof: %v", err)
 	}
@@ -476,7 +477,7 @@ func TestNoAcknowledgementAfterAConcurrentFsyncFailure(t *testing.T) {
 	g1Done := make(chan struct{})
 	s1, x1 := mustKeys(t, 1)
 	s2, x2 := mustKeys(t, 2)
-	s, err := claimstore.Open(root, &claimstore.Options{FS: efs, Host: w.host, Now: fixedNow, Barrier: func(p claimstore.Point) error {
+	s, err := claimstore.OpenRoot(root, &claimstore.TOpts{FS: efs, Host: w.host, Now: fixedNow, Barrier: func(p claimstore.Point) error {
 		switch {
 		case p.ClaimID == claimID('b') && p.Barrier == claimstore.BarrierLinked && p.Key == x2:
 			close(g2AtLink) // G2 linked its session revision; its fsyncs wait for G1
@@ -492,10 +493,10 @@ func TestNoAcknowledgementAfterAConcurrentFsyncFailure(t *testing.T) {
 	owner := claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}
 	errs := make(chan error, 1)
 	go func() {
-		_, err := s.Acquire(s2, x2, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: owner})
+		_, err := s.Acquire(context.Background(), s2, x2, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: owner})
 		errs <- err
 	}()
-	_, err1 := s.Acquire(s1, x1, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: owner})
+	_, err1 := s.Acquire(context.Background(), s1, x1, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: owner})
 	close(g1Done)
 	err2 := <-errs
 	if !errors.Is(err1, claimstore.ErrSyncFailed) {

@@ -3,8 +3,6 @@ package claimstore
 import (
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -31,10 +29,11 @@ var (
 	// copy to remove.
 	ErrNothingStaged = storage.ErrNothingStaged
 
-	// ErrUnsafeRoot is returned by Open when the claim root is a symlink,
-	// not a directory, or writable by another user: a root that cannot
-	// promise exclusion is refused, not used.
-	ErrUnsafeRoot = errors.New("unsafe claim root")
+	// ErrUnsafeRoot is returned by the directory backend (dirbackend.Open,
+	// and before a first write) when the claim root is a symlink, not a
+	// directory, or writable by another user: a root that cannot promise
+	// exclusion is refused, not used.
+	ErrUnsafeRoot = storage.ErrUnsafeRoot
 
 	// ErrUnsafePath is returned when a path under the root cannot be
 	// trusted: a key directory, proofs/ or a revision or proof file that is
@@ -42,7 +41,7 @@ var (
 	// another user than the root's, or writable by group or others. Such a
 	// key reads as damaged (held); the store never follows the link and
 	// never publishes into such a directory.
-	ErrUnsafePath = errors.New("unsafe path in claim root")
+	ErrUnsafePath = storage.ErrUnsafePath
 
 	// ErrSyncFailed is returned, wrapping the cause, by every mutation of a
 	// store after an fsync failed. A failed fsync may have lost the write
@@ -51,7 +50,7 @@ var (
 	// depends on it is ever acknowledged. Other processes cannot see the
 	// loss either: treat the disk as failing, and reboot (which empties the
 	// page cache) before trusting what the root shows.
-	ErrSyncFailed = errors.New("an fsync failed; the store no longer acknowledges writes")
+	ErrSyncFailed = storage.ErrSyncFailed
 
 	// ErrBadPatch is returned by Advance when a patch names a member the
 	// store owns (claimId, key, revision, writtenAt, version, kind, host) or
@@ -70,17 +69,20 @@ var (
 	// steps included. The error names the size and the limit.
 	ErrRecordTooLarge = errors.New("record too large")
 
-	// ErrNotClaimRoot is returned, wrapped in a *NotClaimRootError naming
-	// the directory, when a write would make a claim root of a directory that
-	// holds other things and nothing of a claim root (see NotClaimRoot):
-	// a mistyped --root must not scatter seat/ and session/ into /etc or
-	// a home directory. Nothing is written.
-	ErrNotClaimRoot = errors.New("not a claim root")
-
 	// ErrNotOwned is returned when an operation names a claim the store
 	// did not issue (a nil claim or one without keys).
 	ErrNotOwned = errors.New("not a claim of this store")
 )
+
+// MaxFileSize bounds what a store reads of a revision or a proof, and what
+// it writes: a record is a few hundred bytes; a larger one is damaged (its
+// key reads as held), so that a planted giant value cannot make every
+// reader allocate without bound.
+const MaxFileSize = storage.MaxRecordSize
+
+// DamageError says why a revision is damaged. The key holding it reads as
+// Uncertain until an operator repairs it.
+type DamageError = storage.DamageError
 
 // KeyError reports a malformed key value. Nothing is touched on disk.
 type KeyError struct {
@@ -152,61 +154,3 @@ var hints = map[Code]string{
 func refuse(code Code, claimID, reason string, err error, keys ...Key) *Refusal {
 	return &Refusal{Code: code, Keys: keys, ClaimID: claimID, Reason: reason, Hint: hints[code], Err: err}
 }
-
-// rootEntries are what a claim root holds: its kind directories and its
-// proofs. lost+found is what a dedicated filesystem's root holds besides.
-var rootEntries = map[string]bool{string(KindSeat): true, string(KindSession): true, ProofDir: true}
-
-// NotClaimRoot says whether a directory holding names (its entries) may be
-// used as a claim root: it may when it is empty (nothing claimed yet), when
-// it holds seat/, session/ or proofs/ (a claim root, perhaps with stray files
-// that fsck reports), or only lost+found (a filesystem made for it). For any
-// other directory it returns a *NotClaimRootError.
-func NotClaimRoot(root string, names []string) error {
-	var others []string
-	for _, n := range names {
-		if rootEntries[n] {
-			return nil
-		}
-		if n != "lost+found" {
-			others = append(others, n)
-		}
-	}
-	if len(others) == 0 {
-		return nil
-	}
-	sort.Strings(others)
-	return &NotClaimRootError{Root: root, Entries: others}
-}
-
-// NotClaimRootError says a directory is not a claim root: it holds
-// Entries (sorted) and none of seat/, session/ or proofs/. It wraps
-// ErrNotClaimRoot.
-type NotClaimRootError struct {
-	Root    string
-	Entries []string
-}
-
-// Shown quotes the first few entries, for a message: `"apt", "dpkg"`, or
-// `"a", "b", "c", … (12 in all)`.
-func (e *NotClaimRootError) Shown() string {
-	shown := e.Entries
-	if len(shown) > 3 {
-		shown = shown[:3]
-	}
-	q := make([]string, len(shown))
-	for i, n := range shown {
-		q[i] = strconv.Quote(n)
-	}
-	more := ""
-	if len(e.Entries) > len(shown) {
-		more = fmt.Sprintf(", … (%d in all)", len(e.Entries))
-	}
-	return strings.Join(q, ", ") + more
-}
-
-func (e *NotClaimRootError) Error() string {
-	return fmt.Sprintf("%s is not a claim root: it holds %s and none of seat/, session/ or proofs/; the store writes only into an empty directory (or one it creates) or an existing claim root: pass the claim root with --root (or CLAIMSTORE_ROOT), or an empty directory for a new one; nothing was written", e.Root, e.Shown())
-}
-
-func (e *NotClaimRootError) Unwrap() error { return ErrNotClaimRoot }

@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -22,22 +23,22 @@ func BenchmarkLifecycleEtcdVsDir(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	etcd := openStore(b, "etcd://"+c.Hosts()[0]+eb.Prefix(), &Options{Backend: eb})
+	etcd := openStore(b, "etcd://"+c.Hosts()[0]+eb.Prefix(), &TOpts{Backend: eb})
 	f := fields(b, dir)
 	lifecycle := func(s *Store, i int) time.Duration {
 		start := time.Now()
 		seat, session := seatKey(b, fmt.Sprint("s", i)), sessionKey(b, fmt.Sprint("x", i))
-		cl, err := s.Acquire(seat, session, f)
+		cl, err := s.Acquire(context.Background(), seat, session, f)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Advance(cl, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		if err := s.Advance(context.Background(), cl, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Advance(cl, Patch{State: Stopping}); err != nil {
+		if err := s.Advance(context.Background(), cl, Patch{State: Stopping}); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Release(cl, NewProof(ProofCohort, "bench")); err != nil {
+		if err := s.Release(context.Background(), cl, NewProof(ProofCohort, "bench")); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(start)

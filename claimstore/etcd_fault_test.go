@@ -19,6 +19,7 @@ package claimstore
 // revision reads stopped (free) without a proof.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -170,7 +171,7 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := Open(root, &Options{Host: thisHost, Backend: be})
+		s, err := OpenRoot(root, &TOpts{Host: thisHost, Backend: be})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +214,7 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 				if w == workers-1 {
 					// A reader: the seat's head as it reads.
 					call := h.now()
-					hd, err := s.Head(seats[p])
+					hd, err := s.Head(context.Background(), seats[p])
 					if err != nil {
 						count("read-error")
 						continue
@@ -227,7 +228,7 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 				}
 				id := NewClaimID()
 				call := h.now()
-				cl, err := s.Acquire(seats[p], sessions[p], AcquireFields{ClaimID: id, Owner: owner})
+				cl, err := s.Acquire(context.Background(), seats[p], sessions[p], AcquireFields{ClaimID: id, Owner: owner})
 				out := lzOutput{res: outcome(err)}
 				if err == nil {
 					out.rev = cl.SeatRev
@@ -246,9 +247,9 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 					fence := cl.SeatRev
 					call := h.now()
 					if step == "advance" {
-						err = s.Advance(cl, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}})
+						err = s.Advance(context.Background(), cl, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}})
 					} else {
-						err = s.Release(cl, NewProof(ProofCohort, "fault-test"))
+						err = s.Release(context.Background(), cl, NewProof(ProofCohort, "fault-test"))
 					}
 					out := lzOutput{res: outcome(err)}
 					if err == nil {
@@ -328,7 +329,7 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 		var p int
 		var rev uint64
 		fmt.Sscanf(k.(string), "%d/%d", &p, &rev)
-		data, err := s.Backend().Read(seats[p].Loc(), rev)
+		data, err := s.Backend().Read(context.Background(), seats[p].Loc(), rev)
 		if err != nil {
 			t.Errorf("acknowledged revision %d of pair %d: %v", rev, p, err)
 			return true
@@ -341,7 +342,7 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 	})
 	for p := range pairs {
 		for _, k := range []Key{seats[p], sessions[p]} {
-			revs, err := s.Revisions(k)
+			revs, err := s.Revisions(context.Background(), k)
 			if err != nil {
 				t.Fatal(err)
 			}

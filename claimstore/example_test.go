@@ -19,7 +19,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	s, err := claimstore.Open(filepath.Join(dir, "claims"), nil)
+	s, err := claimstore.OpenRoot(filepath.Join(dir, "claims"), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,23 +30,23 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	c, err := s.Acquire(seat, session, claimstore.AcquireFields{Owner: owner})
+	c, err := s.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: owner})
 	if err != nil {
 		log.Fatal(err)
 	}
 	// A second supervisor is refused while the first one lives.
-	_, err = s.Acquire(seat, session, claimstore.AcquireFields{Owner: owner})
+	_, err = s.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: owner})
 	if r, ok := err.(*claimstore.Refusal); ok {
 		fmt.Println("second acquire:", r.Code)
 	}
 	// Mark the spawn before spawning the writer.
-	if err := s.Advance(c, claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+	if err := s.Advance(context.Background(), c, claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 		log.Fatal(err)
 	}
-	p, _ := s.Pair(seat, session)
+	p, _ := s.Pair(context.Background(), seat, session)
 	fmt.Println("pair:", p.State())
 	// The writer stopped; the supervisor knows it and says so.
-	if err := s.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-7")); err != nil {
+	if err := s.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "cohort-7")); err != nil {
 		log.Fatal(err)
 	}
 	res, err := s.Classify(context.Background(), seat, session, nil)

@@ -2,6 +2,7 @@ package claimstore_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/internal/crashfs"
 	"github.com/claimstore/claimstore/internal/errorfs"
 )
@@ -125,11 +127,11 @@ func failCallOnce(t *testing.T, setup []step, op step, k int, want map[string][]
 // (whatever Close returned: a store must call it once on each, on every
 // path, or leak a descriptor per failed publish).
 type tempTracker struct {
-	claimstore.FS
+	vfs.FS
 	open atomic.Int32
 }
 
-func (f *tempTracker) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, error) {
+func (f *tempTracker) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
 	t, err := f.FS.CreateTemp(dir, perm)
 	if err != nil {
 		return nil, err
@@ -139,7 +141,7 @@ func (f *tempTracker) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempF
 }
 
 type trackedTemp struct {
-	claimstore.TempFile
+	vfs.TempFile
 	f      *tempTracker
 	closed atomic.Bool
 }
@@ -204,7 +206,7 @@ func TestBarrierStopClosesTemporaries(t *testing.T) {
 					return nil
 				})
 				seat, session := pairKeys(t)
-				_, err := s.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: 4100, Start: "500"}})
+				_, err := s.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: 4100, Start: "500"}})
 				if !stopped {
 					t.Fatalf("the acquire met no %s barrier on the %s key (err %v)", b, kind, err)
 				}
@@ -231,13 +233,13 @@ func TestLostRaceClosesTemporary(t *testing.T) {
 	s := w.open(tr, w.host, func(p claimstore.Point) error {
 		if p.Barrier == claimstore.BarrierTempWritten && p.Key.Kind == claimstore.KindSeat && !raced {
 			raced = true
-			if _, err := rival.Acquire(seat, session, fields); err != nil {
+			if _, err := rival.Acquire(context.Background(), seat, session, fields); err != nil {
 				t.Errorf("rival acquire: %v", err)
 			}
 		}
 		return nil
 	})
-	if _, err := s.Acquire(seat, session, fields); err == nil {
+	if _, err := s.Acquire(context.Background(), seat, session, fields); err == nil {
 		t.Fatal("an acquire whose seat revision a rival linked first succeeded")
 	}
 	if !raced {

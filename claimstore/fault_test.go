@@ -36,7 +36,7 @@ func wantSticky(t *testing.T, w *world, err error) {
 		t.Fatalf("got %v, want an error wrapping ErrSyncFailed", err)
 	}
 	seat, session := mustKeys(t, 9)
-	_, err = w.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('9'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	_, err = w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{ClaimID: claimID('9'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
 	if !errors.Is(err, claimstore.ErrSyncFailed) {
 		t.Errorf("an acquire on the same store after a failed fsync: %v, want ErrSyncFailed", err)
 	}
@@ -86,7 +86,7 @@ func TestFaults(t *testing.T) {
 		op: advance("a", active()).run,
 		check: func(t *testing.T, w *world, err error) {
 			wantSticky(t, w, err)
-			if err := w.store.Release(w.claims["a"], claimstore.NewProof(claimstore.ProofCohort, "x")); !errors.Is(err, claimstore.ErrSyncFailed) {
+			if err := w.store.Release(context.Background(), w.claims["a"], claimstore.NewProof(claimstore.ProofCohort, "x")); !errors.Is(err, claimstore.ErrSyncFailed) {
 				t.Errorf("release after a failed fsync: %v, want ErrSyncFailed", err)
 			}
 		},
@@ -123,7 +123,7 @@ func TestFaults(t *testing.T) {
 					t.Errorf("%v revision 2 was published by a step that failed before its link", k)
 				}
 			}
-			if err := w.store.Advance(w.claims["a"], active()); err != nil {
+			if err := w.store.Advance(context.Background(), w.claims["a"], active()); err != nil {
 				t.Errorf("the step again, once there is space: %v", err)
 			}
 		},
@@ -187,7 +187,7 @@ func TestFaults(t *testing.T) {
 				rivalDone = true
 				return acquire("rival", 1, 'f').run(w)
 			})
-			_, err := s.Acquire(seat1, session1, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+			_, err := s.Acquire(context.Background(), seat1, session1, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
 			w.keys["a"] = [2]claimstore.Key{seat1, session1}
 			return err
 		},
@@ -203,10 +203,10 @@ func TestFaults(t *testing.T) {
 			return []*errorfs.Rule{{Op: errorfs.OpReadFile, Path: rev(seat1, 2), Kind: errorfs.Fail, Err: syscall.EACCES}}
 		},
 		op: func(w *world) error {
-			if err := w.store.Advance(w.claims["a"], stopping()); !isRefusal(err, claimstore.UnsafeReplacement) {
+			if err := w.store.Advance(context.Background(), w.claims["a"], stopping()); !isRefusal(err, claimstore.UnsafeReplacement) {
 				w.t.Errorf("advance over an unreadable head: %v, want unsafe-replacement", err)
 			}
-			_, err := w.store.Acquire(seat1, session1, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 1, Start: "1"}})
+			_, err := w.store.Acquire(context.Background(), seat1, session1, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 1, Start: "1"}})
 			if !isRefusal(err, claimstore.UnsafeReplacement) {
 				w.t.Errorf("acquire over an unreadable head: %v, want unsafe-replacement", err)
 			}
@@ -232,10 +232,10 @@ func TestFaults(t *testing.T) {
 			if err := w.fs.WriteFile(revPath(seat1, 2), data[:len(data)/2], 0o400); err != nil {
 				return err
 			}
-			if err := w.store.Advance(w.claims["a"], active()); !isRefusal(err, claimstore.UnsafeReplacement) {
+			if err := w.store.Advance(context.Background(), w.claims["a"], active()); !isRefusal(err, claimstore.UnsafeReplacement) {
 				w.t.Errorf("advance over a torn head: %v, want unsafe-replacement", err)
 			}
-			_, err := w.store.Acquire(seat1, session1, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 1, Start: "1"}})
+			_, err := w.store.Acquire(context.Background(), seat1, session1, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 1, Start: "1"}})
 			if !isRefusal(err, claimstore.UnsafeReplacement) {
 				w.t.Errorf("acquire over a torn head: %v, want unsafe-replacement", err)
 			}
@@ -254,7 +254,7 @@ func TestFaults(t *testing.T) {
 			return []*errorfs.Rule{{Op: errorfs.OpLstat, Path: r1, Kind: errorfs.Hide}, {Op: errorfs.OpIs, Path: r1, Kind: errorfs.Hide}}
 		},
 		op: func(w *world) error {
-			_, err := w.store.Acquire(seat1, session1, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 1, Start: "1"}})
+			_, err := w.store.Acquire(context.Background(), seat1, session1, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 1, Start: "1"}})
 			return err
 		},
 		check: func(t *testing.T, w *world, err error) {
@@ -276,7 +276,7 @@ func TestFaults(t *testing.T) {
 			if !errors.Is(err, claimstore.ErrSyncFailed) {
 				t.Fatalf("got %v, want ErrSyncFailed", err)
 			}
-			p, err := w.store.Pair(seat1, session1)
+			p, err := w.store.Pair(context.Background(), seat1, session1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -301,7 +301,7 @@ func TestFaults(t *testing.T) {
 				delete(w.acked, revPath(k, 1))
 			}
 			s := w.open(w.fs, w.host, nil)
-			_, err := s.Acquire(seat1, session1, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 1, Start: "1"}})
+			_, err := s.Acquire(context.Background(), seat1, session1, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: 1, Start: "1"}})
 			return err
 		},
 		check: func(t *testing.T, w *world, err error) {

@@ -2,6 +2,7 @@ package claimstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/hostid"
 )
 
@@ -39,6 +41,10 @@ var (
 	foreignHost hostid.Host = testHost{hostid.System, otherMachine}
 )
 
+// onEtcd reports whether s is on an etcd root (the etcd backend case of
+// the behavioural suite), whose keys a test reads through the backend.
+func onEtcd(s *Store) bool { return strings.HasPrefix(s.Root(), "etcd://") }
+
 // fixedNow is the clock of test stores, so that records are reproducible.
 func fixedNow() time.Time { return time.Date(2024, 5, 6, 7, 8, 9, 10_000_000, time.UTC) }
 
@@ -51,10 +57,10 @@ func newRoot(t testing.TB) string {
 
 // openStore opens a store on root with the test host and clock; opts may
 // set anything else.
-func openStore(t testing.TB, root string, opts *Options) *Store {
+func openStore(t testing.TB, root string, opts *TOpts) *Store {
 	t.Helper()
 	if opts == nil {
-		opts = &Options{}
+		opts = &TOpts{}
 	}
 	if opts.Host == nil {
 		opts.Host = thisHost
@@ -65,9 +71,9 @@ func openStore(t testing.TB, root string, opts *Options) *Store {
 	if opts.Backend == nil {
 		opts.Backend = backendFor(t, root)
 	}
-	s, err := Open(root, opts)
+	s, err := OpenRoot(root, opts)
 	if err != nil {
-		t.Fatalf("Open(%q): %v", root, err)
+		t.Fatalf("OpenRoot(%q): %v", root, err)
 	}
 	return s
 }
@@ -102,7 +108,7 @@ func fields(t testing.TB, s *Store) AcquireFields {
 
 func mustAcquire(t testing.TB, s *Store, seat, session Key) *Claim {
 	t.Helper()
-	c, err := s.Acquire(seat, session, fields(t, s))
+	c, err := s.Acquire(context.Background(), seat, session, fields(t, s))
 	if err != nil {
 		t.Fatalf("Acquire(%v, %v): %v", seat, session, err)
 	}
@@ -113,16 +119,16 @@ func mustAcquire(t testing.TB, s *Store, seat, session Key) *Claim {
 // anything that is not a regular file), read without the store.
 func dirFiles(t testing.TB, s *Store, k Key) map[string][]byte {
 	t.Helper()
-	if s.url {
+	if onEtcd(s) {
 		// A backend's key: its revisions and other names, as a directory
 		// listing would show them.
-		revs, other, err := s.be.List(k.Loc())
+		revs, other, err := s.be.List(context.Background(), k.Loc())
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
 		out := map[string][]byte{}
 		for _, n := range revs {
-			if out[RevisionName(n)], err = s.be.Read(k.Loc(), n); err != nil {
+			if out[RevisionName(n)], err = s.be.Read(context.Background(), k.Loc(), n); err != nil {
 				t.Fatalf("Read: %v", err)
 			}
 		}
@@ -175,8 +181,8 @@ func revNames(n uint64) []string {
 // readRev reads revision n of k's directory without the store.
 func readRev(t testing.TB, s *Store, k Key, n uint64) []byte {
 	t.Helper()
-	if s.url {
-		data, err := s.be.Read(k.Loc(), n)
+	if onEtcd(s) {
+		data, err := s.be.Read(context.Background(), k.Loc(), n)
 		if err != nil {
 			t.Fatalf("read revision %d of %v: %v", n, k, err)
 		}
@@ -193,8 +199,8 @@ func readRev(t testing.TB, s *Store, k Key, n uint64) []byte {
 // operator might, creating the key directory.
 func writeRev(t testing.TB, s *Store, k Key, n uint64, data []byte) {
 	t.Helper()
-	if s.url {
-		if err := s.be.Publish(k.Loc(), n, data, nil); err != nil {
+	if onEtcd(s) {
+		if err := s.be.Publish(context.Background(), k.Loc(), n, data, nil); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -315,7 +321,7 @@ func (l *barrierLog) take() []Point {
 func noTemps(t testing.TB, s *Store, k Key) {
 	t.Helper()
 	for _, name := range dirNames(t, s, k) {
-		if strings.HasPrefix(name, TempPrefix) {
+		if strings.HasPrefix(name, vfs.TempPrefix) {
 			t.Errorf("%v: temporary %s left in the key directory", k, name)
 		}
 	}
@@ -331,7 +337,7 @@ func releasedPair(t *testing.T) (root string, s *Store, seat, session Key) {
 	s = openStore(t, root, nil)
 	seat, session = seatKey(t, "s"), sessionKey(t, "x")
 	c := mustAcquire(t, s, seat, session)
-	if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
+	if err := s.Release(context.Background(), c, NewProof(ProofCohort, "done")); err != nil {
 		t.Fatal(err)
 	}
 	return root, s, seat, session

@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -23,7 +24,7 @@ func TestImmutableKeyDirectoryIsExplained(t *testing.T) {
 		t.Skip(why)
 	}
 	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
-	err := s.Advance(c, Patch{State: Active})
+	err := s.Advance(context.Background(), c, Patch{State: Active})
 	if err == nil {
 		t.Fatal("Advance into an immutable key directory succeeded")
 	}

@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -68,14 +69,14 @@ func TestBadKeysTouchNothing(t *testing.T) {
 	bad := Key{Kind: KindSession, Session: "a\xff"}
 	f := fields(t, s)
 	ops := map[string]func() error{
-		"Acquire bad session": func() error { _, err := s.Acquire(seat, bad, f); return err },
-		"Acquire bad seat":    func() error { _, err := s.Acquire(Key{Kind: KindSeat}, session, f); return err },
-		"Acquire swapped":     func() error { _, err := s.Acquire(session, seat, f); return err },
-		"Acquire two seats":   func() error { _, err := s.Acquire(seat, seat, f); return err },
-		"Head":                func() error { _, err := s.Head(bad); return err },
-		"Revisions":           func() error { _, err := s.Revisions(bad); return err },
-		"Pair":                func() error { _, err := s.Pair(seat, bad); return err },
-		"Pair swapped":        func() error { _, err := s.Pair(session, seat); return err },
+		"Acquire bad session": func() error { _, err := s.Acquire(context.Background(), seat, bad, f); return err },
+		"Acquire bad seat":    func() error { _, err := s.Acquire(context.Background(), Key{Kind: KindSeat}, session, f); return err },
+		"Acquire swapped":     func() error { _, err := s.Acquire(context.Background(), session, seat, f); return err },
+		"Acquire two seats":   func() error { _, err := s.Acquire(context.Background(), seat, seat, f); return err },
+		"Head":                func() error { _, err := s.Head(context.Background(), bad); return err },
+		"Revisions":           func() error { _, err := s.Revisions(context.Background(), bad); return err },
+		"Pair":                func() error { _, err := s.Pair(context.Background(), seat, bad); return err },
+		"Pair swapped":        func() error { _, err := s.Pair(context.Background(), session, seat); return err },
 	}
 	for name, op := range ops {
 		err := op()

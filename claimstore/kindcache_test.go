@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,7 +16,7 @@ func TestKindDirectoryCheckedOnceItExists(t *testing.T) {
 	s := openStore(t, root, nil)
 	// The root exists (a session key was claimed), seat/ does not.
 	c := mustAcquire(t, s, seatKey(t, "a"), sessionKey(t, "a"))
-	if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
+	if err := s.Release(context.Background(), c, NewProof(ProofCohort, "done")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(filepath.Join(root, "seat")); err != nil {
@@ -23,7 +24,7 @@ func TestKindDirectoryCheckedOnceItExists(t *testing.T) {
 	}
 	k := seatKey(t, "later")
 	long := openStore(t, root, nil)
-	if h, err := long.Head(k); err != nil || h.Held() {
+	if h, err := long.Head(context.Background(), k); err != nil || h.Held() {
 		t.Fatalf("Head with no seat/ = %+v, %v; want free", h, err)
 	}
 	// seat/ appears, writable by others, with the key's directory in it.

@@ -9,13 +9,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/google/go-cmp/cmp"
 )
 
 // scanCountFS is the OS filesystem counting the directories it lists
 // (ScanDir and ReadDir), by directory.
 type scanCountFS struct {
-	osFS
+	vfs.OSFS
 	mu    *sync.Mutex
 	lists map[string]int
 }
@@ -26,12 +28,12 @@ func newScanCountFS() scanCountFS {
 
 func (f scanCountFS) ScanDir(dir string, each func(name []byte)) error {
 	f.count(dir)
-	return f.osFS.ScanDir(dir, each)
+	return f.OSFS.ScanDir(dir, each)
 }
 
 func (f scanCountFS) ReadDir(dir string) ([]string, error) {
 	f.count(dir)
-	return f.osFS.ReadDir(dir)
+	return f.OSFS.ReadDir(dir)
 }
 
 func (f scanCountFS) count(dir string) {
@@ -55,11 +57,11 @@ func (f scanCountFS) take(dir string) int {
 func TestListingOncePerKey(t *testing.T) {
 	root, _, seat, session := releasedPair(t)
 	fsys := newScanCountFS()
-	s := openStore(t, root, &Options{FS: fsys})
+	s := openStore(t, root, &TOpts{FS: fsys})
 	dir := s.KeyDir(session)
 	heads := func(what string, want int) {
 		t.Helper()
-		h, err := s.Head(session)
+		h, err := s.Head(context.Background(), session)
 		if err != nil || h.Held() {
 			t.Fatalf("%s: Head = %+v, %v; want free", what, h, err)
 		}
@@ -74,7 +76,7 @@ func TestListingOncePerKey(t *testing.T) {
 	// A cycle through this store: heads above the listing, read to publish
 	// on and free again, need no listing either.
 	c := mustAcquire(t, s, seat, session)
-	if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
+	if err := s.Release(context.Background(), c, NewProof(ProofCohort, "done")); err != nil {
 		t.Fatal(err)
 	}
 	if got := fsys.take(dir); got != 0 {
@@ -97,26 +99,26 @@ func TestListingForgetsAGap(t *testing.T) {
 	root, first, seat, session := releasedPair(t)
 	for range 2 {
 		c := mustAcquire(t, first, seat, session)
-		if err := first.Release(c, NewProof(ProofCohort, "done")); err != nil {
+		if err := first.Release(context.Background(), c, NewProof(ProofCohort, "done")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A new store confirms the session free: its first listing, dense, at
 	// the head (r6).
 	s := openStore(t, root, nil)
-	if h, err := s.Head(session); err != nil || h.Held() {
+	if h, err := s.Head(context.Background(), session); err != nil || h.Held() {
 		t.Fatalf("Head(session) = %+v, %v; want free", h, err)
 	}
 	// r2 of the session, below its head, is lost: a restored backup, a
 	// careless operator.
-	if err := os.Remove(s.join(s.KeyDir(session), RevisionName(2))); err != nil {
+	if err := os.Remove(filepath.Join(s.KeyDir(session), RevisionName(2))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ClassifyAll(context.Background(), &ClassifyOptions{DryRun: true}, func(*PairResult) {}); err != nil {
 		t.Fatal(err)
 	}
 	before := dirNames(t, s, session)
-	c, err := s.Acquire(seat, session, fields(t, s))
+	c, err := s.Acquire(context.Background(), seat, session, fields(t, s))
 	var r *Refusal
 	if err == nil || !errors.As(err, &r) {
 		t.Fatalf("Acquire over a session history with a gap: %+v, %v; want a refusal", c, err)
@@ -129,7 +131,7 @@ func TestListingForgetsAGap(t *testing.T) {
 // movingFS is the OS filesystem on which a writer publishes a new free
 // revision of dir just before each listing of it: a head that keeps moving.
 type movingFS struct {
-	osFS
+	vfs.OSFS
 	dir   string
 	k     Key
 	lists *int
@@ -149,22 +151,22 @@ func (f movingFS) ScanDir(dir string, each func(name []byte)) error {
 			return err
 		}
 	}
-	return f.osFS.ScanDir(dir, each)
+	return f.OSFS.ScanDir(dir, each)
 }
 
 // gapOnceFS is the OS filesystem whose first listing of dir also shows a
 // revision two above the highest: a listing taken while revisions are being
 // linked, which is not atomic.
 type gapOnceFS struct {
-	osFS
+	vfs.OSFS
 	dir   string
 	lists *int
 }
 
 func (f gapOnceFS) ScanDir(dir string, each func(name []byte)) error {
 	top := uint64(0)
-	err := f.osFS.ScanDir(dir, func(name []byte) {
-		if n, ok := parseRevisionName(name); ok {
+	err := f.OSFS.ScanDir(dir, func(name []byte) {
+		if n, ok := storage.ParseRevisionNameBytes(name); ok {
 			top = max(top, n)
 		}
 		each(name)
@@ -186,7 +188,7 @@ func TestHeadRereadsAMovingHead(t *testing.T) {
 	root, s0, _, session := releasedPair(t)
 	dir := s0.KeyDir(session)
 	lists := 0
-	h, err := openStore(t, root, &Options{FS: movingFS{dir: dir, k: session, lists: &lists}}).Head(session)
+	h, err := openStore(t, root, &TOpts{FS: movingFS{dir: dir, k: session, lists: &lists}}).Head(context.Background(), session)
 	if err != nil || !h.Held() || h.Damage == nil || !strings.Contains(h.Damage.Error(), "the head moved during every one of 4 reads") {
 		t.Fatalf("Head of a key that moves at every listing = %+v, %v; want damaged after 4 reads", h, err)
 	}
@@ -197,7 +199,7 @@ func TestHeadRereadsAMovingHead(t *testing.T) {
 	root, s0, _, session = releasedPair(t)
 	dir = s0.KeyDir(session)
 	lists = 0
-	h, err = openStore(t, root, &Options{FS: gapOnceFS{dir: dir, lists: &lists}}).Head(session)
+	h, err = openStore(t, root, &TOpts{FS: gapOnceFS{dir: dir, lists: &lists}}).Head(context.Background(), session)
 	if err != nil || h.Held() || h.N != 2 {
 		t.Fatalf("Head of a key whose first listing showed a gap = %+v, %v; want free at 2", h, err)
 	}
@@ -210,13 +212,13 @@ func TestHeadRereadsAMovingHead(t *testing.T) {
 func TestEmptyKeyListedOnce(t *testing.T) {
 	root := newRoot(t)
 	fsys := newScanCountFS()
-	s := openStore(t, root, &Options{FS: fsys})
+	s := openStore(t, root, &TOpts{FS: fsys})
 	k := sessionKey(t, "empty")
 	if err := os.MkdirAll(s.KeyDir(k), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if h, err := s.Head(k); err != nil || h.Held() || h.N != 0 {
+		if h, err := s.Head(context.Background(), k); err != nil || h.Held() || h.N != 0 {
 			t.Fatalf("Head of an empty key = %+v, %v", h, err)
 		}
 	}
@@ -232,8 +234,8 @@ func TestRefusalWithoutMachineID(t *testing.T) {
 	seat, session := seatKey(t, "s"), sessionKey(t, "x")
 	mustAcquire(t, openStore(t, root, nil), seat, session)
 	bad := errors.New("machine id unreadable")
-	s := openStore(t, root, &Options{Host: brokenHost{Host: thisHost, machine: bad}})
-	p, err := s.Pair(seat, session)
+	s := openStore(t, root, &TOpts{Host: brokenHost{Host: thisHost, machine: bad}})
+	p, err := s.Pair(context.Background(), seat, session)
 	if err != nil {
 		t.Fatal(err)
 	}

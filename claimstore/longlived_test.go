@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -26,18 +27,18 @@ func TestLongLivedStoreFollowsOtherStores(t *testing.T) {
 		b := openStore(t, root, nil)
 		cb := mustAcquire(t, b, seat, session)
 		want++
-		if err := b.Advance(cb, Patch{State: Active}); err != nil {
+		if err := b.Advance(context.Background(), cb, Patch{State: Active}); err != nil {
 			t.Fatal(err)
 		}
 		want++
-		if _, err := a.Acquire(seat, session, fields(t, a)); !isRefusal(err, AlreadyActive) {
+		if _, err := a.Acquire(context.Background(), seat, session, fields(t, a)); !isRefusal(err, AlreadyActive) {
 			t.Fatalf("cycle %d: a's acquire while b holds: %v, want already-active", cycle, err)
 		}
-		if err := b.Release(cb, NewProof(ProofCohort, "b")); err != nil {
+		if err := b.Release(context.Background(), cb, NewProof(ProofCohort, "b")); err != nil {
 			t.Fatal(err)
 		}
 		want++
-		ca, err := a.Acquire(seat, session, fields(t, a))
+		ca, err := a.Acquire(context.Background(), seat, session, fields(t, a))
 		if err != nil {
 			t.Fatalf("cycle %d: a's acquire after b released: %v", cycle, err)
 		}
@@ -45,7 +46,7 @@ func TestLongLivedStoreFollowsOtherStores(t *testing.T) {
 		if ca.SeatRev != want || ca.SessionRev != want {
 			t.Fatalf("cycle %d: a claimed at %d/%d, want %d", cycle, ca.SeatRev, ca.SessionRev, want)
 		}
-		if err := a.Release(ca, NewProof(ProofCohort, "a")); err != nil {
+		if err := a.Release(context.Background(), ca, NewProof(ProofCohort, "a")); err != nil {
 			t.Fatal(err)
 		}
 		want++
@@ -83,11 +84,11 @@ func TestLongLivedStoreGapAtListing(t *testing.T) {
 	}
 	long := openStore(t, root, nil)
 	for range 2 {
-		h, err := long.Head(session)
+		h, err := long.Head(context.Background(), session)
 		if err != nil || !h.Held() || h.Damage == nil {
 			t.Fatalf("Head over a gap = %+v, %v; want damaged", h, err)
 		}
-		if _, err := long.Acquire(seat, session, fields(t, long)); !isRefusal(err, UnsafeReplacement) {
+		if _, err := long.Acquire(context.Background(), seat, session, fields(t, long)); !isRefusal(err, UnsafeReplacement) {
 			t.Fatalf("acquire over a gap: %v, want unsafe-replacement", err)
 		}
 	}
@@ -97,7 +98,7 @@ func TestLongLivedStoreGapAtListing(t *testing.T) {
 	// Restored: a new store and the long-lived one read it free again.
 	writeRev(t, s, session, 1, saved)
 	for _, st := range []*Store{openStore(t, root, nil), long} {
-		if h, err := st.Head(session); err != nil || h.Held() {
+		if h, err := st.Head(context.Background(), session); err != nil || h.Held() {
 			t.Fatalf("after the restore: Head = %+v, %v; want free", h, err)
 		}
 	}
@@ -124,15 +125,15 @@ func TestFenceOnRevisionNumbersSameClaim(t *testing.T) {
 			}
 			next := other.Record.clone()
 			next.State = Active
-			if won, err := b.publish(k, 2, next); err != nil || !won {
+			if won, err := b.publish(context.Background(), k, 2, next); err != nil || !won {
 				t.Fatalf("publish under the same claim: %v, %v", won, err)
 			}
 			before := map[Kind][]string{KindSeat: dirNames(t, a, seat), KindSession: dirNames(t, a, session)}
-			err := a.Advance(stale, Patch{State: Stopping})
+			err := a.Advance(context.Background(), stale, Patch{State: Stopping})
 			if !isRefusal(err, UnsafeReplacement) {
 				t.Fatalf("advance of a claim whose %s moved under it: %v, want unsafe-replacement", moved, err)
 			}
-			if err := a.Release(stale, NewProof(ProofCohort, "x")); !isRefusal(err, UnsafeReplacement) {
+			if err := a.Release(context.Background(), stale, NewProof(ProofCohort, "x")); !isRefusal(err, UnsafeReplacement) {
 				t.Fatalf("release of a claim whose %s moved under it: %v, want unsafe-replacement", moved, err)
 			}
 			for kind, k := range map[Kind]Key{KindSeat: seat, KindSession: session} {
@@ -152,11 +153,11 @@ func TestLongLivedStoreOwnCycles(t *testing.T) {
 	// The same store publishes again on both keys: the history grows
 	// densely, each revision landing where the store's hint says.
 	for i := range 3 {
-		c, err := s.Acquire(seat, session, fields(t, s))
+		c, err := s.Acquire(context.Background(), seat, session, fields(t, s))
 		if err != nil {
 			t.Fatalf("cycle %d: %v", i, err)
 		}
-		if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
+		if err := s.Release(context.Background(), c, NewProof(ProofCohort, "done")); err != nil {
 			t.Fatal(err)
 		}
 	}

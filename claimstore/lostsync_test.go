@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/internal/crashfs"
 	"github.com/claimstore/claimstore/internal/errorfs"
 )
@@ -60,12 +61,12 @@ func countSyncs(t *testing.T, setup []step, op step) int {
 
 // syncCounter counts the fsyncs that reach it.
 type syncCounter struct {
-	claimstore.FS
+	vfs.FS
 	n int
 }
 
 func (c *syncCounter) SyncDir(name string) error { c.n++; return c.FS.SyncDir(name) }
-func (c *syncCounter) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, error) {
+func (c *syncCounter) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
 	f, err := c.FS.CreateTemp(dir, perm)
 	if err != nil {
 		return nil, err
@@ -74,7 +75,7 @@ func (c *syncCounter) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempF
 }
 
 type countedTemp struct {
-	claimstore.TempFile
+	vfs.TempFile
 	c *syncCounter
 }
 
@@ -118,7 +119,7 @@ func lostSyncAt(t *testing.T, setup []step, op step, nth int) {
 	// step that runs on a store of its own leaves w.store untouched.)
 	if !ownStore(op) {
 		seat, session := mustKeys(t, 9)
-		_, aerr := w.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('9'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+		_, aerr := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{ClaimID: claimID('9'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
 		if !errors.Is(aerr, claimstore.ErrSyncFailed) {
 			t.Errorf("%s: an acquire on the same store afterwards: %v, want ErrSyncFailed", where, aerr)
 		}
@@ -151,17 +152,17 @@ func TestFsyncCounts(t *testing.T) {
 	var c *claimstore.Claim
 	if n := count(func(s *claimstore.Store) {
 		var err error
-		if c, err = s.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: owner}); err != nil {
+		if c, err = s.Acquire(context.Background(), seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: owner}); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 8 {
 		t.Errorf("acquire on new keys in a new root: %d fsyncs, want 8", n)
 	}
 	if n := count(func(s *claimstore.Store) {
-		if err := s.Advance(c, active()); err != nil {
+		if err := s.Advance(context.Background(), c, active()); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Advance(c, stopping()); err != nil {
+		if err := s.Advance(context.Background(), c, stopping()); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 8+4 {
@@ -169,7 +170,7 @@ func TestFsyncCounts(t *testing.T) {
 	}
 	counter := &syncCounter{FS: w.fs}
 	s := w.open(counter, w.host, nil)
-	if err := s.Release(c, claimstore.NewProof(claimstore.ProofCohort, "x")); err != nil {
+	if err := s.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "x")); err != nil {
 		t.Fatal(err)
 	}
 	if counter.n != 8 {
@@ -210,7 +211,7 @@ func TestFsyncCounts(t *testing.T) {
 func TestLoserPaysNoTemporaryFsync(t *testing.T) {
 	w := newWorld(t, &crashfs.Options{})
 	seat, session := mustKeys(t, 1)
-	c, err := w.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	c, err := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,14 +223,14 @@ func TestLoserPaysNoTemporaryFsync(t *testing.T) {
 		if p.Barrier == claimstore.BarrierTempWritten && p.Key == seat && !raced {
 			raced = true
 			// Another writer publishes the same number, whole, now.
-			if err := w.store.Advance(&rival, active()); err != nil {
+			if err := w.store.Advance(context.Background(), &rival, active()); err != nil {
 				t.Fatalf("rival: %v", err)
 			}
 			syncsBefore = counter.n
 		}
 		return nil
 	})
-	err = loser.Advance(c, active())
+	err = loser.Advance(context.Background(), c, active())
 	var ref *claimstore.Refusal
 	if !errors.As(err, &ref) {
 		t.Fatalf("advance that lost its number: %v, want a refusal", err)
@@ -250,7 +251,7 @@ func TestUncheckableRootIsNotWritten(t *testing.T) {
 	efs := errorfs.Wrap(w.fs, &errorfs.Rule{Op: errorfs.OpLstat, Path: func(p string) bool { return p == root }})
 	s := w.open(efs, w.host, nil)
 	seat, session := mustKeys(t, 1)
-	if _, err := s.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); !errors.Is(err, syscall.EIO) {
+	if _, err := s.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); !errors.Is(err, syscall.EIO) {
 		t.Errorf("acquire in a root whose Lstat fails: %v, want EIO", err)
 	}
 	if files := w.fs.Files(root); len(files) != 0 {
@@ -265,12 +266,12 @@ func TestUncheckableRootIsNotWritten(t *testing.T) {
 func TestNoFastPathWithoutFileIdentity(t *testing.T) {
 	w := newWorld(t, &crashfs.Options{})
 	seat, session := mustKeys(t, 1)
-	c, err := w.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	c, err := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := newWorld(t, &crashfs.Options{})
-	if _, err := other.store.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
+	if _, err := other.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{ClaimID: claimID('b'), Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}}); err != nil {
 		t.Fatal(err)
 	}
 	p := revPath(seat, c.SeatRev)
@@ -281,7 +282,7 @@ func TestNoFastPathWithoutFileIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ref *claimstore.Refusal
-	if err := w.store.Advance(c, active()); !errors.As(err, &ref) || ref.Code != claimstore.UnsafeReplacement {
+	if err := w.store.Advance(context.Background(), c, active()); !errors.As(err, &ref) || ref.Code != claimstore.UnsafeReplacement {
 		t.Errorf("step on a head replaced by another claim's record: %v; want unsafe-replacement", err)
 	}
 }
@@ -311,7 +312,7 @@ func TestRootSwappedAfterMkdirIsNotWritten(t *testing.T) {
 		return nil
 	})
 	seat, session := mustKeys(t, 1)
-	_, err := w.store.Acquire(seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
+	_, err := w.store.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootA}})
 	w.fs.SetHook(nil)
 	if !swapped {
 		t.Fatal("the root was never swapped: the test proves nothing")

@@ -29,17 +29,17 @@ func TestTwoMachinesOneStore(t *testing.T) {
 			t.Fatalf("the record carries machine %q, want A's %q", c.Record.Host.MachineID, testMachine)
 		}
 
-		p, err := b.Pair(seat, session)
+		p, err := b.Pair(context.Background(), seat, session)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r := b.Refusal(p); r.Code != ForeignHost || !p.Held() {
 			t.Errorf("on machine B the pair reads %s, refusal %+v; want held, %s", p.State(), r, ForeignHost)
 		}
-		if _, err := b.Acquire(seat, session, AcquireFields{Owner: owner4100}); !isRefusal(err, ForeignHost) {
+		if _, err := b.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner4100}); !isRefusal(err, ForeignHost) {
 			t.Errorf("B's acquire over A's claim: %v, want %s", err, ForeignHost)
 		}
-		if err := b.Release(&Claim{ID: c.ID, Seat: seat, Session: session, SeatRev: c.SeatRev, SessionRev: c.SessionRev, Record: c.Record}, NewProof(ProofCohort, "from-b")); !isRefusal(err, ForeignHost) {
+		if err := b.Release(context.Background(), &Claim{ID: c.ID, Seat: seat, Session: session, SeatRev: c.SeatRev, SessionRev: c.SessionRev, Record: c.Record}, NewProof(ProofCohort, "from-b")); !isRefusal(err, ForeignHost) {
 			t.Errorf("B's release of A's claim: %v, want %s", err, ForeignHost)
 		}
 		// B's classifier, after B's own reboot, judges nothing of A's.
@@ -68,7 +68,7 @@ func TestTwoMachinesOneStore(t *testing.T) {
 			t.Fatalf("A after its reboot: %+v; want free on a boot proof naming A", res)
 		}
 		// Now B may take the pair.
-		if _, err := b.Acquire(seat, session, AcquireFields{Owner: owner4100}); err != nil {
+		if _, err := b.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner4100}); err != nil {
 			t.Errorf("B's acquire after A freed the pair: %v", err)
 		}
 	})
@@ -82,7 +82,7 @@ func TestCheckGapAndDamageBothBackends(t *testing.T) {
 		s := openStore(t, newRoot(t), nil)
 		seat, session := seatKey(t, "s"), sessionKey(t, "x")
 		c := mustAcquire(t, s, seat, session)
-		if err := s.Advance(c, Patch{State: Active}); err != nil {
+		if err := s.Advance(context.Background(), c, Patch{State: Active}); err != nil {
 			t.Fatal(err)
 		}
 		removeRev(t, s, seat, 1)
@@ -105,7 +105,7 @@ func TestCheckGapAndDamageBothBackends(t *testing.T) {
 		want := map[string]string{
 			FindingGap:     s.RevisionPath(seat, 2),
 			FindingDamaged: s.RevisionPath(session, 3),
-			FindingForeign: s.join(s.KeyDir(session), "notes.txt"),
+			FindingForeign: s.Path(string(session.Kind), session.Hash(), "notes.txt"),
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("findings (-want +got):\n%s\n%+v", diff, rep.Findings)
@@ -115,7 +115,7 @@ func TestCheckGapAndDamageBothBackends(t *testing.T) {
 		}
 		// Both heads read held.
 		for _, k := range []Key{seat, session} {
-			if h, err := s.Head(k); err != nil || !h.Held() {
+			if h, err := s.Head(context.Background(), k); err != nil || !h.Held() {
 				t.Errorf("%v: head %+v, %v; want held", k, h, err)
 			}
 		}

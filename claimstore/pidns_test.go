@@ -98,7 +98,7 @@ func TestClassifyOwnerInAnotherPIDNamespace(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "root")
 			w := openOn(t, root, liveHost())
 			seat, session := testKeys(t)
-			if _, err := w.Acquire(seat, session, AcquireFields{Owner: tt.owner}); err != nil {
+			if _, err := w.Acquire(context.Background(), seat, session, AcquireFields{Owner: tt.owner}); err != nil {
 				t.Fatal(err)
 			}
 			// Pid 4100 does not exist where classify runs.
@@ -116,7 +116,7 @@ func TestClassifyOwnerInAnotherPIDNamespace(t *testing.T) {
 			if len(res.Published) != 0 {
 				t.Errorf("published %v over a claim whose owner cannot be judged", res.Published)
 			}
-			p, err := s.Pair(seat, session)
+			p, err := s.Pair(context.Background(), seat, session)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func TestClassifyOwnerInAnotherPIDNamespace(t *testing.T) {
 		root := filepath.Join(t.TempDir(), "root")
 		w := openOn(t, root, liveHost())
 		seat, session := testKeys(t)
-		if _, err := w.Acquire(seat, session, AcquireFields{Owner: owner}); err != nil {
+		if _, err := w.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner}); err != nil {
 			t.Fatal(err)
 		}
 		s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}, pidns: hostPIDNS})

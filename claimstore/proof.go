@@ -65,7 +65,7 @@ var NoBootProofs BootProofIssuer = BootProofFunc(func(context.Context, *Record) 
 type storeIssuer struct{ s *Store }
 
 func (i storeIssuer) IssueBootProof(ctx context.Context, rec *Record) (string, error) {
-	p, err := i.s.IssueBootProof(rec)
+	p, err := i.s.IssueBootProof(ctx, rec)
 	if err != nil {
 		return "", err
 	}
@@ -81,7 +81,7 @@ func (i storeIssuer) IssueBootProof(ctx context.Context, rec *Record) (string, e
 // proof between them: the loser of the exclusive write finds the winner's
 // proof, verifies it, and returns it. A file under that id that does not
 // prove the same thing is an error (nothing is freed on it).
-func (s *Store) IssueBootProof(rec *Record) (*BootProof, error) {
+func (s *Store) IssueBootProof(ctx context.Context, rec *Record) (*BootProof, error) {
 	machine, err := s.machineID()
 	if err != nil {
 		return nil, err
@@ -105,10 +105,10 @@ func (s *Store) IssueBootProof(rec *Record) (*BootProof, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = s.be.WriteProof(p.ID, append(data, '\n'))
+	err = s.be.WriteProof(ctx, p.ID, append(data, '\n'))
 	if errors.Is(err, fs.ErrExist) {
 		// Another classifier issued it first: the same evidence, the same id.
-		have, rerr := s.ReadBootProof(p.ID)
+		have, rerr := s.ReadBootProof(ctx, p.ID)
 		if rerr != nil {
 			return nil, fmt.Errorf("boot proof %s exists but cannot be read: %w", p.ID, rerr)
 		}
@@ -133,11 +133,11 @@ func BootProofID(machine, recorded, current, claimID string) string {
 }
 
 // ReadBootProof reads and validates the boot proof with the given id.
-func (s *Store) ReadBootProof(id string) (*BootProof, error) {
+func (s *Store) ReadBootProof(ctx context.Context, id string) (*BootProof, error) {
 	if !isProofID(id) {
 		return nil, fmt.Errorf("%q is not a boot proof id of this store (boot-<24 hex>)", id)
 	}
-	data, err := s.be.ReadProof(id)
+	data, err := s.be.ReadProof(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -151,17 +151,17 @@ func (s *Store) ReadBootProof(id string) (*BootProof, error) {
 	return &p, nil
 }
 
-func (s *Store) proofPath(id string) string { return s.path(ProofDir, id+".json") }
+func (s *Store) proofPath(id string) string { return s.Path(ProofDir, id+".json") }
 
 // VerifyProof checks that a stopped revision's boot proof exists and
 // matches the record: same claim, same machine, the record's boot, and a
 // later boot observed. It returns nil for proofs of other kinds, which name
 // evidence outside the store.
-func (s *Store) VerifyProof(rec *Record) error {
+func (s *Store) VerifyProof(ctx context.Context, rec *Record) error {
 	if rec.Proof == nil || rec.Proof.Kind != ProofBoot {
 		return nil
 	}
-	p, err := s.ReadBootProof(rec.Proof.Ref)
+	p, err := s.ReadBootProof(ctx, rec.Proof.Ref)
 	if err != nil {
 		return err
 	}

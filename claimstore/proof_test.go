@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -15,7 +16,7 @@ const laterBoot = "99999999-2222-3333-4444-555555555555"
 // machine, under a well-formed boot that is not the current one.
 func TestIssueBootProofRefusals(t *testing.T) {
 	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
-		s := openStore(t, newRoot(t), &Options{Host: hostid.Override{Host: thisHost, Boot: laterBoot}})
+		s := openStore(t, newRoot(t), &TOpts{Host: hostid.Override{Host: thisHost, Boot: laterBoot}})
 		id := "c" + strings.Repeat("a", 24)
 		for _, tc := range []struct {
 			name string
@@ -28,18 +29,18 @@ func TestIssueBootProofRefusals(t *testing.T) {
 			{"an uppercase boot", Host{MachineID: testMachine, BootID: "AAAAAAAA-2222-3333-4444-555555555555"}, UnsafeReplacement},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				p, err := s.IssueBootProof(&Record{ClaimID: id, Host: tc.host})
+				p, err := s.IssueBootProof(context.Background(), &Record{ClaimID: id, Host: tc.host})
 				if !isRefusal(err, tc.code) || p != nil {
 					t.Fatalf("IssueBootProof = %+v, %v; want refused %s", p, err, tc.code)
 				}
 			})
 		}
-		if ids, _ := s.Backend().Proofs(); len(ids) != 0 {
+		if ids, _ := s.Backend().Proofs(context.Background()); len(ids) != 0 {
 			t.Errorf("refusals wrote proofs: %v", ids)
 		}
 		// The evidence holds: a proof, durable, that verifies for the record.
 		rec := &Record{ClaimID: id, State: Stopped, Host: Host{MachineID: testMachine, BootID: testBoot}}
-		p, err := s.IssueBootProof(rec)
+		p, err := s.IssueBootProof(context.Background(), rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +48,7 @@ func TestIssueBootProofRefusals(t *testing.T) {
 			t.Errorf("proof = %+v", p)
 		}
 		rec.Proof = &Proof{Kind: ProofBoot, Ref: p.ID, raw: bootProofJSON(p.ID)}
-		if err := s.VerifyProof(rec); err != nil {
+		if err := s.VerifyProof(context.Background(), rec); err != nil {
 			t.Errorf("VerifyProof of the proof just issued: %v", err)
 		}
 	})
@@ -57,8 +58,8 @@ func TestIssueBootProofRefusals(t *testing.T) {
 func TestIssueBootProofUnreadableHost(t *testing.T) {
 	bad := errors.New("unreadable")
 	for _, h := range []hostid.Host{brokenHost{thisHost, bad, nil}, brokenHost{thisHost, nil, bad}} {
-		s := openStore(t, newRoot(t), &Options{Host: h})
-		if p, err := s.IssueBootProof(&Record{ClaimID: "c" + strings.Repeat("a", 24), Host: Host{MachineID: testMachine, BootID: testBoot}}); !errors.Is(err, bad) || p != nil {
+		s := openStore(t, newRoot(t), &TOpts{Host: h})
+		if p, err := s.IssueBootProof(context.Background(), &Record{ClaimID: "c" + strings.Repeat("a", 24), Host: Host{MachineID: testMachine, BootID: testBoot}}); !errors.Is(err, bad) || p != nil {
 			t.Errorf("IssueBootProof on an unreadable host = %+v, %v; want the error", p, err)
 		}
 	}
@@ -87,9 +88,9 @@ func (h brokenHost) BootID() (string, error) {
 // machine, ended with one recorded boot, and is read only in its own form.
 func TestVerifyProofMismatches(t *testing.T) {
 	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
-		s := openStore(t, newRoot(t), &Options{Host: hostid.Override{Host: thisHost, Boot: laterBoot}})
+		s := openStore(t, newRoot(t), &TOpts{Host: hostid.Override{Host: thisHost, Boot: laterBoot}})
 		id := "c" + strings.Repeat("b", 24)
-		p, err := s.IssueBootProof(&Record{ClaimID: id, Host: Host{MachineID: testMachine, BootID: testBoot}})
+		p, err := s.IssueBootProof(context.Background(), &Record{ClaimID: id, Host: Host{MachineID: testMachine, BootID: testBoot}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +105,7 @@ func TestVerifyProofMismatches(t *testing.T) {
 		} {
 			rec := tc.rec
 			rec.State, rec.Proof = Stopped, proof
-			if err := s.VerifyProof(&rec); err == nil {
+			if err := s.VerifyProof(context.Background(), &rec); err == nil {
 				t.Errorf("%s: VerifyProof = nil, want a mismatch", tc.name)
 			}
 		}
@@ -112,11 +113,11 @@ func TestVerifyProofMismatches(t *testing.T) {
 		same := BootProofID(testMachine, testBoot, testBoot, id)
 		writeProofFile(t, s, same, `{"version":1,"kind":"boot-proof","id":"`+same+`","claimId":"`+id+`","machineId":"`+testMachine+`","recordedBootId":"`+testBoot+`","currentBootId":"`+testBoot+`","observedAt":"x"}`)
 		rec := Record{ClaimID: id, State: Stopped, Host: Host{MachineID: testMachine, BootID: testBoot}, Proof: &Proof{Kind: ProofBoot, Ref: same, raw: bootProofJSON(same)}}
-		if err := s.VerifyProof(&rec); err == nil {
+		if err := s.VerifyProof(context.Background(), &rec); err == nil {
 			t.Error("VerifyProof of a proof that observed no new boot = nil")
 		}
 		// ReadBootProof reads only this store's ids, and only its own form.
-		if _, err := s.ReadBootProof("bp-1"); err == nil {
+		if _, err := s.ReadBootProof(context.Background(), "bp-1"); err == nil {
 			t.Error("ReadBootProof(bp-1) = nil error")
 		}
 		for _, body := range []string{
@@ -127,7 +128,7 @@ func TestVerifyProofMismatches(t *testing.T) {
 		} {
 			bid := BootProofID(testMachine, testBoot, laterBoot, "c"+strings.Repeat("d", 24)+body[:1])
 			writeProofFile(t, s, bid, strings.ReplaceAll(body, "ID", bid))
-			if _, err := s.ReadBootProof(bid); err == nil {
+			if _, err := s.ReadBootProof(context.Background(), bid); err == nil {
 				t.Errorf("ReadBootProof of %s = nil error", body)
 			}
 		}
@@ -136,7 +137,7 @@ func TestVerifyProofMismatches(t *testing.T) {
 
 func writeProofFile(t *testing.T, s *Store, id, body string) {
 	t.Helper()
-	if s.url {
+	if onEtcd(s) {
 		putProof(t, s, id, []byte(body+"\n"))
 		return
 	}

@@ -2,6 +2,7 @@ package claimstore
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,7 +40,7 @@ func raceAcquire(t *testing.T, n int, storeFor func(i int) *Store, seat, session
 		go func() {
 			defer wg.Done()
 			<-start
-			c, err := s.Acquire(seat(i), session(i), f)
+			c, err := s.Acquire(context.Background(), seat(i), session(i), f)
 			if err == nil {
 				mu.Lock()
 				won = append(won, c)
@@ -79,7 +80,7 @@ func TestConcurrentAcquire(t *testing.T) {
 				if len(won) != 1 {
 					t.Fatalf("round %d: %d winners, want exactly 1", round, len(won))
 				}
-				p, err := one.Pair(seat, session)
+				p, err := one.Pair(context.Background(), seat, session)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -114,7 +115,7 @@ func TestConcurrentAcquireOverlappingSeats(t *testing.T) {
 		}
 		s := openStore(t, root, nil)
 		for _, seat := range seats {
-			h, err := s.Head(seat)
+			h, err := s.Head(context.Background(), seat)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +146,7 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Println("error no go:", line, err)
 		os.Exit(3)
 	}
-	c, err := s.Acquire(seat, session, f)
+	c, err := s.Acquire(context.Background(), seat, session, f)
 	var r *Refusal
 	switch {
 	case err == nil:
@@ -215,7 +216,7 @@ func TestMultiProcessAcquire(t *testing.T) {
 		t.Fatalf("%d processes won (%v), want exactly 1", len(won), won)
 	}
 	s := openStore(t, root, nil)
-	p, err := s.Pair(seatKey(t, "s"), sessionKey(t, "x"))
+	p, err := s.Pair(context.Background(), seatKey(t, "s"), sessionKey(t, "x"))
 	if err != nil {
 		t.Fatal(err)
 	}

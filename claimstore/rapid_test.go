@@ -135,19 +135,19 @@ type claimMachine struct {
 	pending Key
 }
 
-func newClaimMachine(t *rapid.T, open func(*Options) (*Store, error)) *claimMachine {
+func newClaimMachine(t *rapid.T, open func(*TOpts) (*Store, error)) *claimMachine {
 	m := &claimMachine{t: t, model: map[Key]*keyModel{}, holders: map[Key]string{}, observed: map[string][]byte{}}
 	m.host = &smHost{boot: testBoot, procs: map[int]string{}}
 	m.nextPID = 1000
 	for range smClaimants {
-		s, err := open(&Options{Host: m.host, Now: fixedNow, Barrier: m.hook, Sequential: true})
+		s, err := open(&TOpts{Host: m.host, Now: fixedNow, Barrier: m.hook, Sequential: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.stores = append(m.stores, s)
 	}
 	var err error
-	if m.operator, err = open(&Options{Host: m.host, Now: fixedNow}); err != nil {
+	if m.operator, err = open(&TOpts{Host: m.host, Now: fixedNow}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range smSeats {
@@ -190,14 +190,14 @@ func (m *claimMachine) hook(p Point) error {
 		case BarrierBetweenKeys:
 			// Take the session the operation is about to write.
 			k = m.sessionOf(p)
-			h, err := m.operator.Head(k)
+			h, err := m.operator.Head(context.Background(), k)
 			if err != nil {
 				m.t.Fatal(err)
 			}
 			n = h.N + 1
 		}
 		rec := refRecord(k, n, NewClaimID(), "uncertain").bytes()
-		if err := m.operator.Backend().Publish(k.Loc(), n, rec, nil); err != nil {
+		if err := m.operator.Backend().Publish(context.Background(), k.Loc(), n, rec, nil); err != nil {
 			m.t.Fatalf("rogue publish of %v revision %d: %v", k, n, err)
 		}
 		pl.rogueKeys = append(pl.rogueKeys, k)
@@ -297,7 +297,7 @@ func (m *claimMachine) acquire(who int, seat, session Key, pl *plan) {
 	var c *Claim
 	err := m.run(pl, func() error {
 		var err error
-		c, err = s.Acquire(seat, session, AcquireFields{Owner: o})
+		c, err = s.Acquire(context.Background(), seat, session, AcquireFields{Owner: o})
 		return err
 	})
 	m.t.Logf("  claimant %d: Acquire(%s, %s) = %v", who, seat.Seat, session.Session, errOrID(err, c))
@@ -344,12 +344,12 @@ func (m *claimMachine) advance(who, i int, p Patch, pl *plan) {
 	if mk, ok := p.Fields["spawnMarker"].(bool); ok && !mk && sc.c.Record.SpawnMarker() {
 		// A set marker is never cleared by a patch: the store refuses
 		// before anything is published, and the claim goes on.
-		if err := m.stores[who].Advance(sc.c, Patch{Fields: map[string]any{"spawnMarker": false}}); !errors.Is(err, ErrBadPatch) {
+		if err := m.stores[who].Advance(context.Background(), sc.c, Patch{Fields: map[string]any{"spawnMarker": false}}); !errors.Is(err, ErrBadPatch) {
 			m.t.Fatalf("clearing the spawn marker of %s: %v, want ErrBadPatch", sc.c.ID, err)
 		}
 		p.Fields["spawnMarker"] = true
 	}
-	err := m.run(pl, func() error { return m.stores[who].Advance(sc.c, p) })
+	err := m.run(pl, func() error { return m.stores[who].Advance(context.Background(), sc.c, p) })
 	m.t.Logf("  claimant %d: Advance(%s, %s) = %v", who, sc.c.ID, p.State, err)
 	m.settle(sc, err, false)
 	m.afterRogue(pl)
@@ -363,7 +363,7 @@ func (m *claimMachine) release(who, i int, proof *Proof, pl *plan) {
 	if proof.Kind == ProofNoUnit && sc.c.Record.SpawnMarker() {
 		// A spawned writer is never released as "nothing ran": refused
 		// before anything is published; the supervisor uses its own proof.
-		if err := m.stores[who].Release(sc.c, proof); !errors.Is(err, ErrBadPatch) {
+		if err := m.stores[who].Release(context.Background(), sc.c, proof); !errors.Is(err, ErrBadPatch) {
 			m.t.Fatalf("no-unit release of spawn-marked %s: %v, want ErrBadPatch", sc.c.ID, err)
 		}
 		proof = NewProof(ProofCohort, "ref-1")
@@ -377,7 +377,7 @@ func (m *claimMachine) release(who, i int, proof *Proof, pl *plan) {
 			delete(m.holders, k)
 		}
 	}
-	err := m.run(pl, func() error { return m.stores[who].Release(sc.c, proof) })
+	err := m.run(pl, func() error { return m.stores[who].Release(context.Background(), sc.c, proof) })
 	m.t.Logf("  claimant %d: Release(%s, %s) = %v", who, sc.c.ID, proof.Kind, err)
 	m.settle(sc, err, true)
 	m.afterRogue(pl)
@@ -427,7 +427,7 @@ func (m *claimMachine) settle(sc *smClaim, err error, release bool) {
 func (m *claimMachine) recover(t *rapid.T) {
 	var cands []Key
 	for _, k := range append(slices.Clone(m.seats), m.sessions...) {
-		h, err := m.operator.Head(k)
+		h, err := m.operator.Head(context.Background(), k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,10 +441,10 @@ func (m *claimMachine) recover(t *rapid.T) {
 		t.Skip("nothing to recover")
 	}
 	k := rapid.SampledFrom(cands).Draw(t, "key")
-	h, _ := m.operator.Head(k)
+	h, _ := m.operator.Head(context.Background(), k)
 	rec := h.Record.clone()
 	rec.State, rec.Proof = Stopped, NewProof(ProofNoUnit, "")
-	won, err := m.operator.publish(k, h.N+1, rec)
+	won, err := m.operator.publish(context.Background(), k, h.N+1, rec)
 	if err != nil || !won {
 		t.Fatalf("recover publish on %v: %v, %v", k, won, err)
 	}
@@ -487,7 +487,7 @@ func (m *claimMachine) classify(t *rapid.T) {
 			units[UnitNameFor(c.c.ID)] = "alive"
 		}
 	}
-	before, err := m.operator.Pair(seat, session)
+	before, err := m.operator.Pair(context.Background(), seat, session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +496,7 @@ func (m *claimMachine) classify(t *rapid.T) {
 		t.Fatalf("Classify(%s, %s): %v", seat.Seat, session.Session, err)
 	}
 	t.Logf("  operator: Classify(%s, %s) = %s, published %d", seat.Seat, session.Session, res.Outcome, len(res.Published))
-	after, err := m.operator.Pair(seat, session)
+	after, err := m.operator.Pair(context.Background(), seat, session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +545,7 @@ func (m *claimMachine) check(t *rapid.T) {
 	seen := map[string]bool{}
 	for _, k := range append(slices.Clone(m.seats), m.sessions...) {
 		dir := m.operator.KeyDir(k)
-		revs, other, err := m.operator.Backend().List(k.Loc())
+		revs, other, err := m.operator.Backend().List(context.Background(), k.Loc())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -560,8 +560,8 @@ func (m *claimMachine) check(t *rapid.T) {
 		}
 		// Names never change content.
 		for _, n := range revs {
-			path := m.operator.join(dir, RevisionName(n))
-			data, err := m.operator.Backend().Read(k.Loc(), n)
+			path := dir + "/" + RevisionName(n)
+			data, err := m.operator.Backend().Read(context.Background(), k.Loc(), n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -575,7 +575,7 @@ func (m *claimMachine) check(t *rapid.T) {
 			}
 		}
 		// The head agrees with the model.
-		h, err := m.operator.Head(k)
+		h, err := m.operator.Head(context.Background(), k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -611,7 +611,7 @@ func (m *claimMachine) check(t *rapid.T) {
 	// The pair state is never less conservative than either key.
 	for _, seat := range m.seats {
 		for _, session := range m.sessions {
-			p, err := m.operator.Pair(seat, session)
+			p, err := m.operator.Pair(context.Background(), seat, session)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -663,7 +663,7 @@ func claimStateMachine(t *testing.T, bc backendCase) {
 		open := bc.newRoot(t)
 		if bc.dir {
 			root := nextRoot()
-			open = func(opts *Options) (*Store, error) { return Open(root, opts) }
+			open = func(opts *TOpts) (*Store, error) { return OpenRoot(root, opts) }
 		}
 		t := rt
 		m := newClaimMachine(t, open)

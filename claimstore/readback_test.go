@@ -1,17 +1,20 @@
 package claimstore
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/claimstore/claimstore/claimstore/vfs"
 )
 
 // readCountFS is the OS filesystem counting the revision files it reads.
 type readCountFS struct {
-	osFS
+	vfs.OSFS
 	n *atomic.Int32
 }
 
@@ -19,7 +22,7 @@ func (f readCountFS) ReadFile(name string) ([]byte, error) {
 	if strings.HasPrefix(filepath.Base(name), "r") && strings.HasSuffix(name, ".json") {
 		f.n.Add(1)
 	}
-	return f.osFS.ReadFile(name)
+	return f.OSFS.ReadFile(name)
 }
 
 // A step on heads this store published itself reads no revision back: the
@@ -31,16 +34,16 @@ func TestStepOnOwnHeadReadsNothing(t *testing.T) {
 	root := newRoot(t)
 	var reads atomic.Int32
 	fsys := readCountFS{n: &reads}
-	s := openStore(t, root, &Options{FS: fsys})
+	s := openStore(t, root, &TOpts{FS: fsys})
 	seat, session := testKeys(t)
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	step := func(s *Store, p Patch) int32 {
 		t.Helper()
 		reads.Store(0)
-		if err := s.Advance(c, p); err != nil {
+		if err := s.Advance(context.Background(), c, p); err != nil {
 			t.Fatal(err)
 		}
 		return reads.Load()
@@ -50,7 +53,7 @@ func TestStepOnOwnHeadReadsNothing(t *testing.T) {
 	}
 	// Another store (another process) takes the next step: this store's
 	// knowledge is stale, and it must read what is there.
-	other := openStore(t, root, &Options{FS: fsys})
+	other := openStore(t, root, &TOpts{FS: fsys})
 	if n := step(other, Patch{State: Active, Fields: map[string]any{"leaf": "x"}}); n == 0 {
 		t.Error("a store that never published on these keys read no revision before stepping on them")
 	}
@@ -87,7 +90,7 @@ func TestStepInDirectoryNoLongerTrusted(t *testing.T) {
 	root := newRoot(t)
 	s := openStore(t, root, nil)
 	seat, session := testKeys(t)
-	c, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
+	c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +98,7 @@ func TestStepInDirectoryNoLongerTrusted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Chmod(s.KeyDir(seat), 0o700) })
-	err = s.Advance(c, Patch{State: Active})
+	err = s.Advance(context.Background(), c, Patch{State: Active})
 	var ref *Refusal
 	if !errors.As(err, &ref) || ref.Code != UnsafeReplacement {
 		t.Errorf("step in a key directory others can write: %v; want unsafe-replacement", err)

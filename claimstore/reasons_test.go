@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/claimstore/claimstore/hostid"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/claimstore/claimstore/hostid"
 )
 
 // Refusals say what an operator needs to act on: the owner's pid of an
@@ -20,21 +21,21 @@ func TestRefusalReasons(t *testing.T) {
 	seat, session := testKeys(t)
 	c := claim4100(t, s, seat, session)
 
-	_, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4200, Start: "1"}})
+	_, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4200, Start: "1"}})
 	var ref *Refusal
 	if !errors.As(err, &ref) || ref.Code != AlreadyActive || !strings.Contains(ref.Reason, "(owner pid 4100)") {
 		t.Errorf("acquire over an active claim: %v; want already-active naming owner pid 4100", err)
 	}
 
 	other := openOn(t, root, &fakeHost{machine: otherMachine, boot: bootA, procs: map[int]string{4100: "500"}})
-	err = other.Advance(c, Patch{State: Active})
+	err = other.Advance(context.Background(), c, Patch{State: Active})
 	if !errors.As(err, &ref) || ref.Code != ForeignHost || !strings.Contains(ref.Reason, fmt.Sprintf("taken on machine %q, not on this machine %s", testMachine, otherMachine)) {
 		t.Errorf("advance from another machine: %v; want foreign-host naming both machines", err)
 	}
 
 	// The claim's own head revision, damaged in place.
 	writeRaw(t, s, seat, c.SeatRev+1, "{torn")
-	err = s.Advance(c, Patch{State: Active})
+	err = s.Advance(context.Background(), c, Patch{State: Active})
 	if !errors.As(err, &ref) || ref.Code != UnsafeReplacement || !strings.Contains(ref.Reason, fmt.Sprintf("its head is revision %d, not this claim's revision %d", c.SeatRev+1, c.SeatRev)) {
 		t.Errorf("advance after a revision was put above the claim's: %v", err)
 	}
@@ -50,7 +51,7 @@ func TestRefusalReasons(t *testing.T) {
 	if err := os.WriteFile(p, []byte("{torn"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Advance(c2, Patch{State: Active})
+	err = s.Advance(context.Background(), c2, Patch{State: Active})
 	if !errors.As(err, &ref) || ref.Code != UnsafeReplacement || !strings.Contains(ref.Reason, fmt.Sprintf("its head revision %d is damaged", c2.SeatRev)) {
 		t.Errorf("advance after the claim's revision was damaged in place: %v", err)
 	}
@@ -80,12 +81,12 @@ func TestClassifyBadStoppedFields(t *testing.T) {
 					units = absentLookup{}
 				}
 				c := openOn(t, root, host)
-				before, _ := c.Head(seat)
+				before, _ := c.Head(context.Background(), seat)
 				res, err := c.Classify(context.Background(), seat, session, &ClassifyOptions{Units: units, StoppedFields: tc.fields})
 				if !errors.Is(err, ErrBadPatch) {
 					t.Errorf("classify = %+v, %v; want ErrBadPatch", res, err)
 				}
-				if after, _ := c.Head(seat); after.N != before.N {
+				if after, _ := c.Head(context.Background(), seat); after.N != before.N {
 					t.Errorf("seat went from revision %d to %d", before.N, after.N)
 				}
 			})
@@ -113,11 +114,11 @@ func TestFenceRefusesSameRevisionOtherClaim(t *testing.T) {
 	forged.Record.ClaimID = forged.ID
 	for _, st := range []*Store{s, openOn(t, root, liveHost())} {
 		var ref *Refusal
-		if err := st.Advance(&forged, Patch{State: Active}); !errors.As(err, &ref) || ref.Code != UnsafeReplacement {
+		if err := st.Advance(context.Background(), &forged, Patch{State: Active}); !errors.As(err, &ref) || ref.Code != UnsafeReplacement {
 			t.Errorf("advance of claim %s at claim %s's head revision: %v; want unsafe-replacement", forged.ID, c.ID, err)
 		}
 	}
-	if h, _ := s.Head(seat); h.N != c.SeatRev || h.Record.ClaimID != c.ID {
+	if h, _ := s.Head(context.Background(), seat); h.N != c.SeatRev || h.Record.ClaimID != c.ID {
 		t.Errorf("seat head after the refusals: revision %d of claim %s", h.N, h.Record.ClaimID)
 	}
 }
@@ -136,7 +137,7 @@ func TestClassifyStoppedKeepsSpawnMarker(t *testing.T) {
 		t.Fatalf("classify after a reboot = %+v, %v; want stopped", res, err)
 	}
 	for _, k := range []Key{seat, session} {
-		h, err := later.Head(k)
+		h, err := later.Head(context.Background(), k)
 		if err != nil || h.Record == nil {
 			t.Fatalf("Head(%v) = %+v, %v", k, h, err)
 		}
@@ -174,12 +175,12 @@ func TestClassifyWithoutBootID(t *testing.T) {
 	claim4100(t, s, seat, session)
 	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
 	c := openOn(t, root, lateBootFailHost{Host: host, reads: new(int)})
-	before, _ := c.Head(seat)
+	before, _ := c.Head(context.Background(), seat)
 	res, err := c.Classify(context.Background(), seat, session, nil)
 	if err == nil || !strings.Contains(err.Error(), "cannot read this boot's id") {
 		t.Fatalf("classify without a boot id = %+v, %v; want an error saying so", res, err)
 	}
-	if after, _ := c.Head(seat); after.N != before.N {
+	if after, _ := c.Head(context.Background(), seat); after.N != before.N {
 		t.Errorf("seat went from revision %d to %d", before.N, after.N)
 	}
 }

@@ -384,17 +384,6 @@ func (r *Record) Marshal() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// DamageError says why a revision is damaged. The key holding it reads as
-// Uncertain until an operator repairs it.
-type DamageError struct {
-	Reason string
-	Err    error // the cause, when the damage comes from outside the record (a proof)
-}
-
-func (e *DamageError) Error() string { return "damaged revision: " + e.Reason }
-
-func (e *DamageError) Unwrap() error { return e.Err }
-
 // isLowerHex reports whether s is n lowercase hex digits.
 func isLowerHex(s string, n int) bool {
 	if len(s) != n {

@@ -172,7 +172,7 @@ func TestReferenceFixtures(t *testing.T) {
 				fmt.Sscan(pid, &n)
 				host.procs[n] = start
 			}
-			s, err := Open(root, &Options{Host: host})
+			s, err := OpenRoot(root, &TOpts{Host: host})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +239,7 @@ func TestReferenceFixtures(t *testing.T) {
 				t.Errorf("classify result (-reference +this):\n%s", diff)
 			}
 
-			p, err := s.Pair(seat, session)
+			p, err := s.Pair(context.Background(), seat, session)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,10 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/claimstore/claimstore/claimstore/dirbackend"
+	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 )
 
 // TestClassifyMalformedBootIsNoEvidence: a record whose host boot id is not
@@ -30,11 +34,11 @@ func TestClassifyMalformedBootIsNoEvidence(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "root")
 			w := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}})
 			seat, session := testKeys(t)
-			c, err := w.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
+			c, err := w.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := w.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+			if err := w.Advance(context.Background(), c, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 				t.Fatal(err)
 			}
 			// Rewrite the heads by hand (as a buggy writer would have).
@@ -62,7 +66,7 @@ func TestClassifyMalformedBootIsNoEvidence(t *testing.T) {
 			if res.Outcome != OutcomeUncertain || res.Refusal == nil || len(res.Published) != 0 || res.BootProof != nil {
 				t.Fatalf("classify = %s (%v), published %v, proof %v; want uncertain, nothing published", res.Outcome, res.Refusal, res.Published, res.BootProof)
 			}
-			if ids, _ := s.Backend().Proofs(); len(ids) != 0 {
+			if ids, _ := s.Backend().Proofs(context.Background()); len(ids) != 0 {
 				t.Errorf("proofs issued: %v", ids)
 			}
 		})
@@ -72,19 +76,19 @@ func TestClassifyMalformedBootIsNoEvidence(t *testing.T) {
 // racingListFS publishes a competing revision while the store lists a key
 // directory, as a writer racing the free-head confirmation would.
 type racingListFS struct {
-	osFS
+	vfs.OSFS
 	once sync.Once
 	race func()
 }
 
 func (f *racingListFS) ReadDir(name string) ([]string, error) {
 	f.once.Do(f.race)
-	return f.osFS.ReadDir(name)
+	return f.OSFS.ReadDir(name)
 }
 
 func (f *racingListFS) ScanDir(name string, each func([]byte)) error {
 	f.once.Do(f.race)
-	return f.osFS.ScanDir(name, each)
+	return f.OSFS.ScanDir(name, each)
 }
 
 // TestFreeHeadRacingWriterIsNotDamage: a revision published between the
@@ -96,24 +100,24 @@ func TestFreeHeadRacingWriterIsNotDamage(t *testing.T) {
 	seat, session := testKeys(t)
 	owner := Owner{PID: 4100, Start: "500"}
 	// A released claim first: the keys read free, so Head lists them.
-	c, err := other.Acquire(seat, session, AcquireFields{Owner: owner})
+	c, err := other.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := other.Release(c, NewProof(ProofCohort, "x")); err != nil {
+	if err := other.Release(context.Background(), c, NewProof(ProofCohort, "x")); err != nil {
 		t.Fatal(err)
 	}
 	fsys := &racingListFS{}
 	fsys.race = func() {
-		if _, err := other.Acquire(seat, session, AcquireFields{Owner: owner}); err != nil {
+		if _, err := other.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner}); err != nil {
 			t.Errorf("competing acquire: %v", err)
 		}
 	}
-	s, err := Open(root, &Options{Host: host, FS: fsys})
+	s, err := OpenRoot(root, &TOpts{Host: host, FS: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Acquire(seat, session, AcquireFields{Owner: owner})
+	_, err = s.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner})
 	var r *Refusal
 	if !errors.As(err, &r) || r.Code != AlreadyActive {
 		t.Fatalf("acquire racing a writer: %v, want %s", err, AlreadyActive)
@@ -133,11 +137,11 @@ func TestReleaseVerifiesBootProofs(t *testing.T) {
 	seat, session := testKeys(t)
 	c := claim4100(t, s, seat, session)
 	for _, ref := range []string{"boot-000000000000000000000000", "bp-1", ""} {
-		if err := s.Release(c, NewProof(ProofBoot, ref)); !errors.Is(err, ErrBadPatch) {
+		if err := s.Release(context.Background(), c, NewProof(ProofBoot, ref)); !errors.Is(err, ErrBadPatch) {
 			t.Errorf("release with boot proof %q: %v, want ErrBadPatch", ref, err)
 		}
 	}
-	if p, _ := s.Pair(seat, session); !p.Held() || p.Seat.N != 1 {
+	if p, _ := s.Pair(context.Background(), seat, session); !p.Held() || p.Seat.N != 1 {
 		t.Errorf("pair after refused releases: held %v, seat r%d", p.Held(), p.Seat.N)
 	}
 }
@@ -172,18 +176,18 @@ func testMovedRelease(t *testing.T, goneY bool) {
 	s := openOn(t, root, host)
 	seat, session := testKeys(t)
 	x := claim4100(t, s, seat, session)
-	if err := s.Advance(x, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+	if err := s.Advance(context.Background(), x, Patch{State: Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 		t.Fatal(err)
 	}
 	cutAt(s, BarrierBetweenKeys)
-	if err := s.Release(x, NewProof(ProofCohort, "cohort-x")); !errors.Is(err, errCrash) {
+	if err := s.Release(context.Background(), x, NewProof(ProofCohort, "cohort-x")); !errors.Is(err, errCrash) {
 		t.Fatal(err)
 	}
 	s.barrier = nil
 	delete(host.procs, 4100) // X's supervisor died with the crash
 	// Y takes the freed seat with another session.
 	other, _ := SessionKey("sess-2")
-	y, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}})
+	y, err := s.Acquire(context.Background(), seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +196,7 @@ func testMovedRelease(t *testing.T, goneY bool) {
 		// judge Y here and spread it onto X's session.
 		delete(host.procs, 4200)
 	}
-	seatBefore, _ := s.Head(seat)
+	seatBefore, _ := s.Head(context.Background(), seat)
 
 	dry, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{DryRun: true})
 	if err != nil || !dry.Completed || len(dry.Published) != 1 || dry.Published[0].Key != session {
@@ -210,22 +214,22 @@ func testMovedRelease(t *testing.T, goneY bool) {
 	if res.Outcome != OutcomeReserved || res.Refusal == nil || res.Refusal.Code != UnsafeReplacement || res.ClaimID != x.ID || res.Refusal.ClaimID != y.ID {
 		t.Errorf("after completion: %s, claim %s, %v; want reserved, pointing at Y", res.Outcome, res.ClaimID, res.Refusal)
 	}
-	h, _ := s.Head(session)
+	h, _ := s.Head(context.Background(), session)
 	if h.Held() || h.Record.ClaimID != x.ID || h.Record.Proof.Ref != "cohort-x" || !h.Record.SpawnMarker() {
 		t.Errorf("session after: held %v, claim %s, proof %v, marker %v", h.Held(), h.Record.ClaimID, h.Record.Proof, h.Record.SpawnMarker())
 	}
-	if after, _ := s.Head(seat); after.N != seatBefore.N || after.Record.ClaimID != y.ID {
+	if after, _ := s.Head(context.Background(), seat); after.N != seatBefore.N || after.Record.ClaimID != y.ID {
 		t.Errorf("the seat changed: r%d claim %s", after.N, after.Record.ClaimID)
 	}
 	if h.N != 3 {
 		t.Errorf("session at revision %d after classify, want 3 (X's completion only)", h.N)
 	}
 	// The session is free again for a new claim; the seat is still Y's.
-	if _, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err == nil {
+	if _, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err == nil {
 		t.Error("acquire over Y's seat succeeded")
 	}
 	seat3, _ := SeatKey("seat-3", "proj", "/ws")
-	if _, err := s.Acquire(seat3, session, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
+	if _, err := s.Acquire(context.Background(), seat3, session, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
 		t.Errorf("acquire of the freed session: %v", err)
 	}
 }
@@ -238,11 +242,11 @@ func TestAdvanceToStoppedChecksTheProof(t *testing.T) {
 	seat, session := testKeys(t)
 	c := active4100(t, s, seat, session, map[string]any{"spawnMarker": true})
 	for _, p := range []*Proof{NewProof(ProofBoot, "bogus"), NewProof(ProofBoot, "boot-000000000000000000000000"), NewProof(ProofNoUnit, "")} {
-		if err := s.Advance(c, Patch{State: Stopped, Proof: p}); !errors.Is(err, ErrBadPatch) {
+		if err := s.Advance(context.Background(), c, Patch{State: Stopped, Proof: p}); !errors.Is(err, ErrBadPatch) {
 			t.Errorf("Advance to stopped with a %s proof %q: %v, want ErrBadPatch", p.Kind, p.Ref, err)
 		}
 	}
-	if p, _ := s.Pair(seat, session); !p.Held() || p.Seat.N != 2 {
+	if p, _ := s.Pair(context.Background(), seat, session); !p.Held() || p.Seat.N != 2 {
 		t.Errorf("pair after refused steps: held %v, seat r%d", p.Held(), p.Seat.N)
 	}
 }
@@ -257,10 +261,10 @@ func TestGapAboveHeldHead(t *testing.T) {
 	w := openOn(t, root, host)
 	seat, session := testKeys(t)
 	c := claim4100(t, w, seat, session)
-	if err := w.Advance(c, Patch{State: Active}); err != nil {
+	if err := w.Advance(context.Background(), c, Patch{State: Active}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Advance(c, Patch{Fields: map[string]any{"spawnMarker": true}}); err != nil {
+	if err := w.Advance(context.Background(), c, Patch{Fields: map[string]any{"spawnMarker": true}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(w.KeyDir(seat), RevisionName(2))); err != nil {
@@ -283,7 +287,7 @@ func TestGapAboveHeldHead(t *testing.T) {
 	}
 	// The claim itself cannot step over the gap either.
 	c2 := *c
-	if err := s.Advance(&c2, Patch{State: Stopping}); !isRefusal(err, UnsafeReplacement) {
+	if err := s.Advance(context.Background(), &c2, Patch{State: Stopping}); !isRefusal(err, UnsafeReplacement) {
 		t.Errorf("Advance over a gap: %v, want unsafe-replacement", err)
 	}
 	rep, err := s.Check(context.Background(), nil)
@@ -302,25 +306,25 @@ func TestGapBelowFreeHead(t *testing.T) {
 	seat, session := testKeys(t)
 	c := claim4100(t, w, seat, session)
 	for _, st := range []State{Active, Stopping, Active, Stopping, Active} {
-		if err := w.Advance(c, Patch{State: st}); err != nil {
+		if err := w.Advance(context.Background(), c, Patch{State: st}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Release(c, NewProof(ProofCohort, "x")); err != nil {
+	if err := w.Release(context.Background(), c, NewProof(ProofCohort, "x")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(w.KeyDir(seat), RevisionName(3))); err != nil {
 		t.Fatal(err)
 	}
 	s := openOn(t, root, host)
-	h, err := s.Head(seat)
+	h, err := s.Head(context.Background(), seat)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !h.Held() || h.Damage == nil || h.N != 7 || !strings.Contains(h.Damage.Error(), "revision 3 is missing") {
 		t.Fatalf("head over a gap below a free head: N %d, held %v, damage %v", h.N, h.Held(), h.Damage)
 	}
-	if _, err := s.Acquire(seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}}); !isRefusal(err, UnsafeReplacement) {
+	if _, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}}); !isRefusal(err, UnsafeReplacement) {
 		t.Errorf("acquire over the gap: %v, want unsafe-replacement", err)
 	}
 	sum, err := s.ClassifyAll(context.Background(), nil, nil)
@@ -344,13 +348,13 @@ func movedRelease(t *testing.T, before func(s *Store, x *Claim)) (root string, h
 		before(s, x)
 	}
 	cutAt(s, BarrierBetweenKeys)
-	if err := s.Release(x, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
+	if err := s.Release(context.Background(), x, NewProof(ProofCohort, "x")); !errors.Is(err, errCrash) {
 		t.Fatal(err)
 	}
 	s.barrier = nil
 	delete(host.procs, 4100)
 	other, _ := SessionKey("sess-2")
-	if _, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
+	if _, err := s.Acquire(context.Background(), seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
 		t.Fatal(err)
 	}
 	return root, host, s, seat, session
@@ -387,7 +391,7 @@ func TestNoUnitWithMarkerInOneStep(t *testing.T) {
 	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
 	c := claim4100(t, s, seat, session)
-	err := s.Advance(c, Patch{State: Stopped, Proof: NewProof(ProofNoUnit, ""), Fields: map[string]any{"spawnMarker": true}})
+	err := s.Advance(context.Background(), c, Patch{State: Stopped, Proof: NewProof(ProofNoUnit, ""), Fields: map[string]any{"spawnMarker": true}})
 	if !errors.Is(err, ErrBadPatch) {
 		t.Fatalf("stopped + no-unit + spawn marker in one step: %v, want ErrBadPatch", err)
 	}
@@ -402,29 +406,29 @@ type faultyBackend struct {
 
 // Census is the directory backend's: a head's confirming listing is not
 // the listing of a claim's history that fails here.
-func (b faultyBackend) Census(loc Loc) (uint64, int, error) {
-	return b.Backend.(*dirBackend).Census(loc)
+func (b faultyBackend) Census(ctx context.Context, loc Loc) (uint64, int, error) {
+	return b.Backend.(storage.Censuser).Census(ctx, loc)
 }
 
-func (b faultyBackend) List(loc Loc) ([]uint64, []string, error) {
+func (b faultyBackend) List(ctx context.Context, loc Loc) ([]uint64, []string, error) {
 	if loc == b.failList {
 		return nil, nil, &fs.PathError{Op: "readdir", Path: loc.String(), Err: syscall.EIO}
 	}
-	return b.Backend.List(loc)
+	return b.Backend.List(ctx, loc)
 }
 
-func (b faultyBackend) Prepare(loc Loc, n uint64, data []byte, hook func(Barrier) error) (Prepared, error) {
+func (b faultyBackend) Prepare(ctx context.Context, loc Loc, n uint64, data []byte, hook func(Barrier) error) (Prepared, error) {
 	if loc == b.failPublish {
 		return nil, &fs.PathError{Op: "write", Path: loc.String(), Err: syscall.EIO}
 	}
-	return b.Backend.Prepare(loc, n, data, hook)
+	return b.Backend.Prepare(ctx, loc, n, data, hook)
 }
 
-func (b faultyBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error {
+func (b faultyBackend) Publish(ctx context.Context, loc Loc, n uint64, data []byte, hook func(Barrier) error) error {
 	if loc == b.failPublish {
 		return &fs.PathError{Op: "write", Path: loc.String(), Err: syscall.EIO}
 	}
-	return b.Backend.Publish(loc, n, data, hook)
+	return b.Backend.Publish(ctx, loc, n, data, hook)
 }
 
 // A moved release that cannot be completed — the history it rests on
@@ -440,31 +444,31 @@ func TestMovedReleaseFailuresAreErrors(t *testing.T) {
 			seat, session := testKeys(t)
 			x := claim4100(t, s, seat, session)
 			cutAt(s, BarrierBetweenKeys)
-			if err := s.Release(x, NewProof(ProofCohort, "cohort-x")); !errors.Is(err, errCrash) {
+			if err := s.Release(context.Background(), x, NewProof(ProofCohort, "cohort-x")); !errors.Is(err, errCrash) {
 				t.Fatal(err)
 			}
 			s.barrier = nil
 			delete(host.procs, 4100)
 			other, _ := SessionKey("sess-2")
-			if _, err := s.Acquire(seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
+			if _, err := s.Acquire(context.Background(), seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
 				t.Fatal(err)
 			}
-			fb := faultyBackend{Backend: NewDirBackend(OSFS, root)}
+			fb := faultyBackend{Backend: dirbackend.New(root, nil)}
 			if which == "history unreadable" {
 				fb.failList = seat.Loc()
 			} else {
 				fb.failPublish = session.Loc()
 			}
-			c, err := Open(root, &Options{Host: host, Backend: fb})
+			c, err := OpenRoot(root, &TOpts{Host: host, Backend: fb})
 			if err != nil {
 				t.Fatal(err)
 			}
-			before, _ := s.Head(session)
+			before, _ := s.Head(context.Background(), session)
 			res, err := c.Classify(context.Background(), seat, session, nil)
 			if !errors.Is(err, syscall.EIO) {
 				t.Errorf("classify = %+v, %v; want the EIO", res, err)
 			}
-			if after, _ := s.Head(session); after.N != before.N {
+			if after, _ := s.Head(context.Background(), session); after.N != before.N {
 				t.Errorf("session went from revision %d to %d", before.N, after.N)
 			}
 		})

@@ -1,11 +1,13 @@
 package claimstore
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -16,14 +18,14 @@ func TestKindDirSymlinkRefused(t *testing.T) {
 	if err := os.Symlink(elsewhere, filepath.Join(root, "seat")); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := Open(root, nil)
+	s, _ := OpenRoot(root, nil)
 	seat, session := testKeys(t)
-	_, err := s.Head(seat)
+	_, err := s.Head(context.Background(), seat)
 	if !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("Head through a symlinked kind dir: %v", err)
 	}
 	o, _ := s.Self(1)
-	_, err = s.Acquire(seat, session, AcquireFields{Owner: o})
+	_, err = s.Acquire(context.Background(), seat, session, AcquireFields{Owner: o})
 	if !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -41,8 +43,8 @@ func TestOpenWithOSFSChecksRoot(t *testing.T) {
 	if err := os.Symlink(t.TempDir(), link); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(link, &Options{FS: OSFS}); !errors.Is(err, ErrUnsafeRoot) {
-		t.Fatalf("Open(symlink, OSFS) = %v, want ErrUnsafeRoot", err)
+	if _, err := OpenRoot(link, &TOpts{FS: vfs.OS}); !errors.Is(err, ErrUnsafeRoot) {
+		t.Fatalf("OpenRoot(symlink, vfs.OS) = %v, want ErrUnsafeRoot", err)
 	}
 }
 
@@ -51,10 +53,10 @@ func TestOpenWithOSFSChecksRoot(t *testing.T) {
 func TestAdvanceForeignClaim(t *testing.T) {
 	root := newRoot(t)
 	seat, session := seatKey(t, "s"), sessionKey(t, "x")
-	c := mustAcquire(t, openStore(t, root, &Options{Host: foreignHost}), seat, session)
+	c := mustAcquire(t, openStore(t, root, &TOpts{Host: foreignHost}), seat, session)
 	s := openStore(t, root, nil)
 	before := dirFiles(t, s, seat)
-	if err := s.Release(c, NewProof(ProofCohort, "x")); !isRefusal(err, ForeignHost) {
+	if err := s.Release(context.Background(), c, NewProof(ProofCohort, "x")); !isRefusal(err, ForeignHost) {
 		t.Fatalf("Release of a foreign claim: %v, want %s", err, ForeignHost)
 	}
 	if diff := cmp.Diff(before, dirFiles(t, s, seat)); diff != "" {
@@ -67,7 +69,7 @@ func TestAdvanceForeignClaim(t *testing.T) {
 // through it.
 func TestRootSwappedAfterOpen(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	s, err := Open(root, nil)
+	s, err := OpenRoot(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestRootSwappedAfterOpen(t *testing.T) {
 	}
 	seat, session := testKeys(t)
 	o, _ := s.Self(1)
-	if _, err := s.Acquire(seat, session, AcquireFields{Owner: o}); !errors.Is(err, ErrUnsafeRoot) {
+	if _, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: o}); !errors.Is(err, ErrUnsafeRoot) {
 		t.Fatalf("Acquire through a swapped root: %v, want ErrUnsafeRoot", err)
 	}
 	if n, _ := os.ReadDir(evil); len(n) != 0 {

@@ -2,6 +2,7 @@ package claimstore_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/hostid"
 )
 
@@ -47,7 +49,7 @@ func TestSigkillHelper(t *testing.T) {
 	n := 0
 	// Sequential: the child counts barriers to stop at the at-th; a store
 	// that overlaps meets them in an order that varies.
-	s, err := claimstore.Open(os.Getenv(helperRootEnv), &claimstore.Options{Sequential: true, Barrier: func(p claimstore.Point) error {
+	s, err := claimstore.OpenRoot(os.Getenv(helperRootEnv), &claimstore.TOpts{Sequential: true, Barrier: func(p claimstore.Point) error {
 		n++
 		if n == at {
 			say("barrier %d %s %s %d", n, p.Barrier, p.Key.Kind, p.Revision)
@@ -65,18 +67,18 @@ func TestSigkillHelper(t *testing.T) {
 		say("error %v", err)
 		return
 	}
-	c, err := s.Acquire(seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: owner})
+	c, err := s.Acquire(context.Background(), seat, session, claimstore.AcquireFields{ClaimID: claimID('a'), Owner: owner})
 	if err != nil {
 		say("error acquire: %v", err)
 		return
 	}
 	say("ack acquire %d %d", c.SeatRev, c.SessionRev)
-	if err := s.Advance(c, claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+	if err := s.Advance(context.Background(), c, claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 		say("error advance: %v", err)
 		return
 	}
 	say("ack advance %d %d", c.SeatRev, c.SessionRev)
-	if err := s.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
+	if err := s.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
 		say("error release: %v", err)
 		return
 	}
@@ -177,7 +179,7 @@ func runHelper(t *testing.T, root string, at int) (acks []sigkillAck, paused str
 func checkRealRoot(t *testing.T, root string, acks []sigkillAck, where string) int {
 	t.Helper()
 	seat, session := mustKeys(t, 1)
-	s, err := claimstore.Open(root, nil)
+	s, err := claimstore.OpenRoot(root, nil)
 	if err != nil {
 		t.Fatalf("%s: %v", where, err)
 	}
@@ -207,12 +209,12 @@ func checkRealRoot(t *testing.T, root string, acks []sigkillAck, where string) i
 		}
 	}
 	temps := 0
-	p, err := s.Pair(seat, session)
+	p, err := s.Pair(context.Background(), seat, session)
 	if err != nil {
 		t.Fatalf("%s: %v", where, err)
 	}
 	for _, h := range []*claimstore.Head{p.Seat, p.Session} {
-		revs, err := s.Revisions(h.Key)
+		revs, err := s.Revisions(context.Background(), h.Key)
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)
 		}
@@ -230,12 +232,12 @@ func checkRealRoot(t *testing.T, root string, acks []sigkillAck, where string) i
 			t.Errorf("%s: the pair reads %s, less conservative than %s's %s", where, p.State(), h.Key, h.State())
 		}
 		checkMarker(t, where, h.Key, files)
-		_, other, err := s.Backend().List(h.Key.Loc())
+		_, other, err := s.Backend().List(context.Background(), h.Key.Loc())
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range other {
-			if strings.HasPrefix(name, claimstore.TempPrefix) {
+			if strings.HasPrefix(name, vfs.TempPrefix) {
 				temps++
 			}
 		}

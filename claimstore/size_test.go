@@ -27,7 +27,7 @@ func TestOversizeRecordIsNeverPublished(t *testing.T) {
 		}
 		f := fields(t, s)
 		f.Fields = big
-		_, err := s.Acquire(seat, session, f)
+		_, err := s.Acquire(context.Background(), seat, session, f)
 		if !errors.Is(err, ErrRecordTooLarge) {
 			t.Fatalf("Acquire with a 1.2 MB record: %v, want ErrRecordTooLarge", err)
 		}
@@ -45,14 +45,14 @@ func TestOversizeRecordIsNeverPublished(t *testing.T) {
 		// An advance that would grow the record past the bound is refused
 		// the same way, and the claim's own later steps still work.
 		c := mustAcquire(t, s, seat, session)
-		err = s.Advance(c, Patch{Fields: map[string]any{"huge": strings.Repeat("w", MaxFileSize)}})
+		err = s.Advance(context.Background(), c, Patch{Fields: map[string]any{"huge": strings.Repeat("w", MaxFileSize)}})
 		if !errors.Is(err, ErrRecordTooLarge) {
 			t.Fatalf("Advance with a 1 MiB member: %v, want ErrRecordTooLarge", err)
 		}
 		if c.SeatRev != 1 || c.SessionRev != 1 {
 			t.Fatalf("claim at %d/%d after a refused advance, want 1/1", c.SeatRev, c.SessionRev)
 		}
-		if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
+		if err := s.Release(context.Background(), c, NewProof(ProofCohort, "done")); err != nil {
 			t.Fatalf("Release after a refused advance: %v", err)
 		}
 	})
@@ -79,17 +79,17 @@ func TestRecordAtTheBoundReadsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Fields = map[string]any{"pad": strings.Repeat("p", MaxFileSize-len(data))}
-	c, err := s.Acquire(seat, session, f)
+	c, err := s.Acquire(context.Background(), seat, session, f)
 	if err != nil {
 		t.Fatalf("Acquire of a record at the bound: %v", err)
 	}
-	h, err := openStore(t, s.Root(), nil).Head(seat)
+	h, err := openStore(t, s.Root(), nil).Head(context.Background(), seat)
 	if err != nil || h.Damage != nil || h.Record == nil || h.Record.ClaimID != c.ID {
 		t.Fatalf("head of a record at the bound: %+v, %v", h, err)
 	}
 	f.Fields["pad"] = strings.Repeat("p", MaxFileSize-len(data)+1)
 	f.ClaimID = ""
-	if _, err := s.Acquire(seatKey(t, "s2"), sessionKey(t, "x2"), f); !errors.Is(err, ErrRecordTooLarge) {
+	if _, err := s.Acquire(context.Background(), seatKey(t, "s2"), sessionKey(t, "x2"), f); !errors.Is(err, ErrRecordTooLarge) {
 		t.Fatalf("Acquire one byte over the bound: %v, want ErrRecordTooLarge", err)
 	}
 }
@@ -106,7 +106,7 @@ func TestRemovedProofReadsTheSameInALongLivedStore(t *testing.T) {
 	// Boot B classifies, and is cut between the keys: the seat stopped on
 	// the boot proof, the session still active.
 	bootB := hostid.Override{Host: thisHost, Boot: laterBoot}
-	cut := openStore(t, root, &Options{Host: bootB, Barrier: func(p Point) error {
+	cut := openStore(t, root, &TOpts{Host: bootB, Barrier: func(p Point) error {
 		if p.Barrier == BarrierBetweenKeys {
 			return errCrash
 		}
@@ -115,8 +115,8 @@ func TestRemovedProofReadsTheSameInALongLivedStore(t *testing.T) {
 	if _, err := cut.Classify(context.Background(), seat, session, nil); !errors.Is(err, errCrash) {
 		t.Fatalf("cut classify: %v", err)
 	}
-	long := openStore(t, root, &Options{Host: bootB})
-	p, err := long.Pair(seat, session)
+	long := openStore(t, root, &TOpts{Host: bootB})
+	p, err := long.Pair(context.Background(), seat, session)
 	if err != nil || p.Seat.Held() || !p.Session.Held() {
 		t.Fatalf("before the proof is removed: seat held %v, session held %v (%v)", p.Seat.Held(), p.Session.Held(), err)
 	}
@@ -125,13 +125,13 @@ func TestRemovedProofReadsTheSameInALongLivedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	view := func(s *Store) []any {
-		p, err := s.Pair(seat, session)
+		p, err := s.Pair(context.Background(), seat, session)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return []any{p.Seat.Held(), p.Seat.Damage != nil, p.Session.Held(), p.State()}
 	}
-	fresh := openStore(t, root, &Options{Host: bootB})
+	fresh := openStore(t, root, &TOpts{Host: bootB})
 	if diff := cmp.Diff(view(fresh), view(long)); diff != "" {
 		t.Fatalf("the long-lived store reads the pair unlike a fresh one (-fresh +long):\n%s", diff)
 	}
@@ -147,7 +147,7 @@ func TestRemovedProofReadsTheSameInALongLivedStore(t *testing.T) {
 	if res.Free() || len(res.Published) != 0 {
 		t.Fatalf("classify of a pair whose proof is gone: outcome %s, published %v; want held, nothing published", res.Outcome, res.Published)
 	}
-	if diff := cmp.Diff(view(openStore(t, root, &Options{Host: bootB})), view(long)); diff != "" {
+	if diff := cmp.Diff(view(openStore(t, root, &TOpts{Host: bootB})), view(long)); diff != "" {
 		t.Fatalf("after classify, the long-lived store reads the pair unlike a fresh one (-fresh +long):\n%s", diff)
 	}
 	_ = c

@@ -2,6 +2,7 @@ package claimstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +47,7 @@ func TestOpenRoot(t *testing.T) {
 			mkdir(t, filepath.Dir(root), 0o700)
 			tt.setup(t, root)
 			before := lstatMode(root)
-			s, err := Open(root, &Options{Host: thisHost})
+			s, err := OpenRoot(root, &TOpts{Host: thisHost})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Open: %v, want error %v", err, tt.wantErr)
 			}
@@ -64,7 +65,7 @@ func TestOpenRoot(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Open("", nil); err == nil {
+	if _, err := OpenRoot("", nil); err == nil {
 		t.Error("Open with an empty root succeeded")
 	}
 }
@@ -95,7 +96,7 @@ func TestLifecycle(t *testing.T) {
 		seat, session := seatKey(t, "s"), sessionKey(t, "x")
 		f := fields(t, s)
 		f.Fields = map[string]any{"bindingId": "b<1>", "pins": map[string]int{"a": 1}, "generation": 2}
-		c, err := s.Acquire(seat, session, f)
+		c, err := s.Acquire(context.Background(), seat, session, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,11 +104,11 @@ func TestLifecycle(t *testing.T) {
 			t.Fatalf("claim = %+v", c)
 		}
 		checkPair(t, s, seat, session, Reserved)
-		if err := s.Advance(c, Patch{State: Active, Fields: map[string]any{"spawnMarker": "m-1", "invocationId": "inv"}}); err != nil {
+		if err := s.Advance(context.Background(), c, Patch{State: Active, Fields: map[string]any{"spawnMarker": "m-1", "invocationId": "inv"}}); err != nil {
 			t.Fatal(err)
 		}
 		checkPair(t, s, seat, session, Active)
-		if err := s.Release(c, NewProof(ProofCohort, "cohort-1")); err != nil {
+		if err := s.Release(context.Background(), c, NewProof(ProofCohort, "cohort-1")); err != nil {
 			t.Fatal(err)
 		}
 		checkPair(t, s, seat, session, Stopped)
@@ -143,10 +144,10 @@ func TestLifecycle(t *testing.T) {
 		}
 		// The first claim is over; it can no longer advance, nor be released
 		// again.
-		if err := s.Advance(c, Patch{State: Active}); !errors.Is(err, ErrReleased) {
+		if err := s.Advance(context.Background(), c, Patch{State: Active}); !errors.Is(err, ErrReleased) {
 			t.Errorf("Advance of a released claim after a new acquire: %v, want ErrReleased", err)
 		}
-		if err := s.Release(c, NewProof(ProofCohort, "again")); !errors.Is(err, ErrReleased) {
+		if err := s.Release(context.Background(), c, NewProof(ProofCohort, "again")); !errors.Is(err, ErrReleased) {
 			t.Errorf("second Release: %v, want ErrReleased", err)
 		}
 	})
@@ -154,7 +155,7 @@ func TestLifecycle(t *testing.T) {
 
 func checkPair(t *testing.T, s *Store, seat, session Key, want State) {
 	t.Helper()
-	p, err := s.Pair(seat, session)
+	p, err := s.Pair(context.Background(), seat, session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,15 +183,15 @@ func TestUnknownFieldsCarriedForward(t *testing.T) {
 				set("host", `{"machineId":"`+testMachine+`","bootId":"`+testBoot+`","arch":"riscv"}`)
 			writeRev(t, s, k, 1, rec.bytes())
 		}
-		sh, err := s.Head(seat)
+		sh, err := s.Head(context.Background(), seat)
 		if err != nil || sh.Record == nil {
 			t.Fatalf("Head: %+v, %v", sh, err)
 		}
 		c := &Claim{ID: testClaimID, Seat: seat, Session: session, SeatRev: 1, SessionRev: 1, Record: sh.Record}
-		if err := s.Advance(c, Patch{State: Active}); err != nil {
+		if err := s.Advance(context.Background(), c, Patch{State: Active}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Release(c, NewProof(ProofNoUnit, "")); err != nil {
+		if err := s.Release(context.Background(), c, NewProof(ProofNoUnit, "")); err != nil {
 			t.Fatal(err)
 		}
 		for _, k := range []Key{seat, session} {
@@ -226,7 +227,7 @@ func TestUnknownFieldsCarriedForward(t *testing.T) {
 // seat's is published), then the seat revision, then the session's link.
 func TestBarrierSequence(t *testing.T) {
 	var log barrierLog
-	s := openStore(t, newRoot(t), &Options{Barrier: log.hook, Sequential: true})
+	s := openStore(t, newRoot(t), &TOpts{Barrier: log.hook, Sequential: true})
 	seat, session := seatKey(t, "s"), sessionKey(t, "x")
 	at := func(b Barrier, k Key, n uint64, id string) Point {
 		return Point{Barrier: b, Key: k, Revision: n, ClaimID: id}
@@ -244,23 +245,23 @@ func TestBarrierSequence(t *testing.T) {
 	if diff := cmp.Diff(step(1, c.ID), log.take()); diff != "" {
 		t.Errorf("Acquire barriers (-want +got):\n%s", diff)
 	}
-	if err := s.Advance(c, Patch{State: Active}); err != nil {
+	if err := s.Advance(context.Background(), c, Patch{State: Active}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(step(2, c.ID), log.take()); diff != "" {
 		t.Errorf("Advance barriers (-want +got):\n%s", diff)
 	}
-	if err := s.Release(c, NewProof(ProofNoUnit, "")); err != nil {
+	if err := s.Release(context.Background(), c, NewProof(ProofNoUnit, "")); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(step(3, c.ID), log.take()); diff != "" {
 		t.Errorf("Release barriers (-want +got):\n%s", diff)
 	}
 	// Reads meet no barrier.
-	if _, err := s.Pair(seat, session); err != nil {
+	if _, err := s.Pair(context.Background(), seat, session); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Revisions(seat); err != nil {
+	if _, err := s.Revisions(context.Background(), seat); err != nil {
 		t.Fatal(err)
 	}
 	if got := log.take(); len(got) != 0 {
@@ -275,14 +276,14 @@ func TestBarrierSequence(t *testing.T) {
 // keys, and only then the session linked and synced.
 func TestBarrierOrderConcurrent(t *testing.T) {
 	var log barrierLog
-	s := openStore(t, newRoot(t), &Options{Barrier: log.hook})
+	s := openStore(t, newRoot(t), &TOpts{Barrier: log.hook})
 	for i := range 20 {
 		seat, session := seatKey(t, fmt.Sprint("s", i)), sessionKey(t, fmt.Sprint("x", i))
 		c := mustAcquire(t, s, seat, session)
-		if err := s.Advance(c, Patch{State: Active}); err != nil {
+		if err := s.Advance(context.Background(), c, Patch{State: Active}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Release(c, NewProof(ProofNoUnit, "")); err != nil {
+		if err := s.Release(context.Background(), c, NewProof(ProofNoUnit, "")); err != nil {
 			t.Fatal(err)
 		}
 		for n := uint64(1); n <= 3; n++ {
@@ -353,22 +354,22 @@ func TestBarrierStops(t *testing.T) {
 					}
 					return nil
 				}
-				s := openStore(t, newRoot(t), &Options{Barrier: hook, Sequential: true})
+				s := openStore(t, newRoot(t), &TOpts{Barrier: hook, Sequential: true})
 				seat, session := seatKey(t, "s"), sessionKey(t, "x")
 				n := uint64(1)
 				var err error
 				switch op {
 				case "acquire":
 					armed = true
-					_, err = s.Acquire(seat, session, fields(t, s))
+					_, err = s.Acquire(context.Background(), seat, session, fields(t, s))
 				case "advance", "release":
 					c := mustAcquire(t, s, seat, session)
 					n = 2
 					armed = true
 					if op == "advance" {
-						err = s.Advance(c, Patch{State: Active})
+						err = s.Advance(context.Background(), c, Patch{State: Active})
 					} else {
-						err = s.Release(c, NewProof(ProofNoUnit, ""))
+						err = s.Release(context.Background(), c, NewProof(ProofNoUnit, ""))
 					}
 					// The claim records each revision whose publish
 					// returned, so a call cut between the keys can be
@@ -394,7 +395,7 @@ func TestBarrierStops(t *testing.T) {
 				noTemps(t, s, session)
 				// Whatever was linked is a complete, valid revision.
 				for _, k := range []Key{seat, session} {
-					if h, err := s.Head(k); err != nil || h.Damage != nil {
+					if h, err := s.Head(context.Background(), k); err != nil || h.Damage != nil {
 						t.Errorf("%v head after the stop: %+v, %v", k, h, err)
 					}
 				}
@@ -421,11 +422,11 @@ func TestAdvanceFenced(t *testing.T) {
 				// through another store on the same root.
 				other := openStore(t, root, nil)
 				rec := refRecord(k, 2, testClaimID, "uncertain").bytes()
-				if err := other.Backend().Publish(k.Loc(), 2, rec, nil); err != nil {
+				if err := other.Backend().Publish(context.Background(), k.Loc(), 2, rec, nil); err != nil {
 					t.Fatal(err)
 				}
 				seatBefore, sessionBefore := dirFiles(t, s, seat), dirFiles(t, s, session)
-				err := s.Advance(c, Patch{State: Active})
+				err := s.Advance(context.Background(), c, Patch{State: Active})
 				var r *Refusal
 				if !errors.As(err, &r) || r.Code != UnsafeReplacement {
 					t.Fatalf("Advance after a competing writer: %v; want refusal %s", err, UnsafeReplacement)
@@ -459,16 +460,16 @@ func TestAdvanceLosesLinkRace(t *testing.T) {
 		other := openStore(t, root, nil)
 		rec := refRecord(seat, 2, testClaimID, "uncertain").bytes()
 		var armed bool
-		s := openStore(t, root, &Options{Sequential: true, Barrier: func(p Point) error {
+		s := openStore(t, root, &TOpts{Sequential: true, Barrier: func(p Point) error {
 			if armed && p.Barrier == BarrierTempSynced && p.Key == seat {
 				armed = false
-				return other.Backend().Publish(seat.Loc(), p.Revision, rec, nil)
+				return other.Backend().Publish(context.Background(), seat.Loc(), p.Revision, rec, nil)
 			}
 			return nil
 		}})
 		c := mustAcquire(t, s, seat, session)
 		armed = true
-		if err := s.Advance(c, Patch{State: Active}); !isRefusal(err, UnsafeReplacement) {
+		if err := s.Advance(context.Background(), c, Patch{State: Active}); !isRefusal(err, UnsafeReplacement) {
 			t.Fatalf("Advance that lost the link: %v; want refusal %s", err, UnsafeReplacement)
 		}
 		if !bytes.Equal(readRev(t, s, seat, 2), rec) {
@@ -500,22 +501,22 @@ func TestBadPatches(t *testing.T) {
 			{Fields: map[string]any{"proof": nil}},
 			{Fields: map[string]any{"bad": func() {}}},
 		} {
-			if err := s.Advance(c, p); !errors.Is(err, ErrBadPatch) {
+			if err := s.Advance(context.Background(), c, p); !errors.Is(err, ErrBadPatch) {
 				t.Errorf("Advance(%+v): %v, want ErrBadPatch", p, err)
 			}
 		}
-		if err := s.Release(c, nil); !errors.Is(err, ErrBadPatch) {
+		if err := s.Release(context.Background(), c, nil); !errors.Is(err, ErrBadPatch) {
 			t.Errorf("Release without a proof: %v, want ErrBadPatch", err)
 		}
 		for _, bad := range []*Claim{nil, {}, {ID: c.ID, Record: c.Record}} {
-			if err := s.Advance(bad, Patch{State: Active}); !errors.Is(err, ErrNotOwned) {
+			if err := s.Advance(context.Background(), bad, Patch{State: Active}); !errors.Is(err, ErrNotOwned) {
 				t.Errorf("Advance(%+v): %v, want ErrNotOwned", bad, err)
 			}
 		}
-		if _, err := s.Acquire(seatKey(t, "t"), sessionKey(t, "y"), AcquireFields{Owner: Owner{PID: 0}}); err == nil {
+		if _, err := s.Acquire(context.Background(), seatKey(t, "t"), sessionKey(t, "y"), AcquireFields{Owner: Owner{PID: 0}}); err == nil {
 			t.Error("Acquire with pid 0 succeeded")
 		}
-		if _, err := s.Acquire(seatKey(t, "t"), sessionKey(t, "y"), AcquireFields{ClaimID: "x", Owner: c.Record.mustOwner(t)}); err == nil {
+		if _, err := s.Acquire(context.Background(), seatKey(t, "t"), sessionKey(t, "y"), AcquireFields{ClaimID: "x", Owner: c.Record.mustOwner(t)}); err == nil {
 			t.Error("Acquire with a malformed claim id succeeded")
 		}
 		for _, k := range []Key{seat, session} {
@@ -579,7 +580,7 @@ func TestHeadStates(t *testing.T) {
 				if tt.rec != nil {
 					writeRev(t, s, k, 1, tt.rec(k))
 				}
-				h, err := s.Head(k)
+				h, err := s.Head(context.Background(), k)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -613,7 +614,7 @@ func TestPairState(t *testing.T) {
 				if b.rec != nil {
 					writeRev(t, s, session, 1, b.rec(session))
 				}
-				p, err := s.Pair(seat, session)
+				p, err := s.Pair(context.Background(), seat, session)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -661,7 +662,7 @@ func TestAcquireRefusals(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				var opts Options
+				var opts TOpts
 				if tt.host != "" {
 					opts.Host = testHost{thisHost, tt.host}
 				}
@@ -674,7 +675,7 @@ func TestAcquireRefusals(t *testing.T) {
 					writeRev(t, s, session, 1, tt.sess(session))
 				}
 				seatBefore, sessionBefore := dirFiles(t, s, seat), dirFiles(t, s, session)
-				c, err := s.Acquire(seat, session, fields(t, s))
+				c, err := s.Acquire(context.Background(), seat, session, fields(t, s))
 				if tt.want == "" {
 					if err != nil {
 						t.Fatalf("Acquire: %v", err)
@@ -717,13 +718,13 @@ func TestAcquireSessionTakenBetweenKeys(t *testing.T) {
 		other := openStore(t, root, nil)
 		var rival *Claim
 		var rivalErr error
-		s := openStore(t, root, &Options{Sequential: true, Barrier: func(p Point) error {
+		s := openStore(t, root, &TOpts{Sequential: true, Barrier: func(p Point) error {
 			if p.Barrier == BarrierBetweenKeys && rival == nil {
-				rival, rivalErr = other.Acquire(seat2, session, fields(t, other))
+				rival, rivalErr = other.Acquire(context.Background(), seat2, session, fields(t, other))
 			}
 			return nil
 		}})
-		c, err := s.Acquire(seat, session, fields(t, s))
+		c, err := s.Acquire(context.Background(), seat, session, fields(t, s))
 		if rivalErr != nil {
 			t.Fatalf("rival Acquire: %v", rivalErr)
 		}
@@ -748,17 +749,17 @@ func TestAcquireSessionTakenBetweenKeys(t *testing.T) {
 		if r1.State != Reserved || r2.State != Stopped || r2.ClaimID != r1.ClaimID || r2.Proof == nil || r2.Proof.Kind != ProofNoUnit {
 			t.Errorf("seat revisions: 1 %s %s, 2 %s %s %+v; want reserved then stopped with a no-unit proof by the same claim", r1.State, r1.ClaimID, r2.State, r2.ClaimID, r2.Proof)
 		}
-		if h, _ := s.Head(seat); h.Held() {
+		if h, _ := s.Head(context.Background(), seat); h.Held() {
 			t.Error("the seat is still held after the close-out")
 		}
 		if diff := cmp.Diff(revNames(1), dirNames(t, s, session)); diff != "" {
 			t.Errorf("session entries (-want +got):\n%s", diff)
 		}
-		if h, _ := s.Head(session); h.Record == nil || h.Record.ClaimID != rival.ID {
+		if h, _ := s.Head(context.Background(), session); h.Record == nil || h.Record.ClaimID != rival.ID {
 			t.Errorf("session head = %+v; want the rival's claim", h)
 		}
 		// The rival's claim is intact and advances.
-		if err := other.Advance(rival, Patch{State: Active}); err != nil {
+		if err := other.Advance(context.Background(), rival, Patch{State: Active}); err != nil {
 			t.Errorf("rival Advance: %v", err)
 		}
 		// And the seat can be claimed again.
@@ -775,15 +776,15 @@ func TestAcquireLosesSeatRace(t *testing.T) {
 		seat, session := seatKey(t, "s"), sessionKey(t, "x")
 		other := openStore(t, root, nil)
 		var rival *Claim
-		s := openStore(t, root, &Options{Sequential: true, Barrier: func(p Point) error {
+		s := openStore(t, root, &TOpts{Sequential: true, Barrier: func(p Point) error {
 			if p.Barrier == BarrierTempSynced && rival == nil {
 				var err error
-				rival, err = other.Acquire(seat, sessionKey(t, "y"), fields(t, other))
+				rival, err = other.Acquire(context.Background(), seat, sessionKey(t, "y"), fields(t, other))
 				return err
 			}
 			return nil
 		}})
-		_, err := s.Acquire(seat, session, fields(t, s))
+		_, err := s.Acquire(context.Background(), seat, session, fields(t, s))
 		var r *Refusal
 		if !errors.As(err, &r) || r.Code != AlreadyActive || rival == nil || r.ClaimID != rival.ID {
 			t.Fatalf("Acquire that lost the seat: %v; want %s naming the rival", err, AlreadyActive)
@@ -806,7 +807,7 @@ func TestDamagedHeadNeverReused(t *testing.T) {
 		seat, session := seatKey(t, "s"), sessionKey(t, "x")
 		writeRev(t, s, session, 1, stateHead("stopped", `{"kind":"no-unit","ref":null}`)(session))
 		writeRev(t, s, session, 2, refRecord(session, 3, testClaimID, "stopped").set("proof", `{"kind":"no-unit","ref":null}`).bytes()) // wrong revision member
-		h, err := s.Head(session)
+		h, err := s.Head(context.Background(), session)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -815,7 +816,7 @@ func TestDamagedHeadNeverReused(t *testing.T) {
 			t.Fatalf("head = %+v; want revision 2 damaged, uncertain, held", h)
 		}
 		before := dirFiles(t, s, session)
-		if _, err := s.Acquire(seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
+		if _, err := s.Acquire(context.Background(), seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
 			t.Errorf("Acquire: %v, want %s", err, UnsafeReplacement)
 		}
 		if diff := cmp.Diff(before, dirFiles(t, s, session)); diff != "" {
@@ -824,7 +825,7 @@ func TestDamagedHeadNeverReused(t *testing.T) {
 		// A claim whose own head got damaged cannot advance either.
 		c := mustAcquire(t, s, seatKey(t, "t"), sessionKey(t, "y"))
 		replaceRev(t, s, c.Session, 1, []byte("torn"))
-		err = s.Advance(c, Patch{State: Active})
+		err = s.Advance(context.Background(), c, Patch{State: Active})
 		if !isRefusal(err, UnsafeReplacement) || !errors.As(err, &de) {
 			t.Errorf("Advance over a damaged head: %v; want %s wrapping the *DamageError", err, UnsafeReplacement)
 		}
@@ -838,7 +839,7 @@ func TestErrorsAsAndIs(t *testing.T) {
 	seat, session := seatKey(t, "s"), sessionKey(t, "x")
 	c := mustAcquire(t, s, seat, session)
 
-	_, err := s.Acquire(seat, session, fields(t, s))
+	_, err := s.Acquire(context.Background(), seat, session, fields(t, s))
 	var r *Refusal
 	if !errors.As(err, &r) || r.Code != AlreadyActive || r.ClaimID != c.ID {
 		t.Errorf("errors.As(*Refusal) on %v", err)
@@ -847,10 +848,10 @@ func TestErrorsAsAndIs(t *testing.T) {
 	if !errors.As(fmt.Errorf("wrapped: %w", asErr), &r) {
 		t.Error("a wrapped refusal is not found by errors.As")
 	}
-	if _, err := s.Head(Key{Kind: KindSession, Session: ""}); !errors.As(fmt.Errorf("x: %w", err), new(*KeyError)) {
+	if _, err := s.Head(context.Background(), Key{Kind: KindSession, Session: ""}); !errors.As(fmt.Errorf("x: %w", err), new(*KeyError)) {
 		t.Errorf("errors.As(*KeyError) on %v", err)
 	}
-	_, err = s.Backend().Read(session.Loc(), 9)
+	_, err = s.Backend().Read(context.Background(), session.Loc(), 9)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("errors.Is(fs.ErrNotExist) on %v", err)
 	}

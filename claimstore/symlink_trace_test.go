@@ -8,13 +8,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/claimstore/claimstore/claimstore/vfs"
 )
 
 // traceFS is the OS filesystem recording the path of every call; a call
 // that looks inside a directory (a listing, a probe) records it with a
 // trailing slash.
 type traceFS struct {
-	osFS
+	vfs.OSFS
 	mu    *sync.Mutex
 	paths *[]string
 }
@@ -27,29 +29,29 @@ func (f traceFS) note(p string) {
 	f.mu.Unlock()
 }
 
-func (f traceFS) Lstat(name string) (fs.FileInfo, error) { f.note(name); return f.osFS.Lstat(name) }
-func (f traceFS) ReadFile(name string) ([]byte, error)   { f.note(name); return f.osFS.ReadFile(name) }
+func (f traceFS) Lstat(name string) (fs.FileInfo, error) { f.note(name); return f.OSFS.Lstat(name) }
+func (f traceFS) ReadFile(name string) ([]byte, error)   { f.note(name); return f.OSFS.ReadFile(name) }
 func (f traceFS) ReadDir(name string) ([]string, error) {
 	f.note(name + "/")
-	return f.osFS.ReadDir(name)
+	return f.OSFS.ReadDir(name)
 }
 func (f traceFS) Mkdir(name string, perm fs.FileMode) error {
 	f.note(name)
-	return f.osFS.Mkdir(name, perm)
+	return f.OSFS.Mkdir(name, perm)
 }
-func (f traceFS) Remove(name string) error  { f.note(name); return f.osFS.Remove(name) }
-func (f traceFS) SyncDir(name string) error { f.note(name); return f.osFS.SyncDir(name) }
-func (f traceFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
+func (f traceFS) Remove(name string) error  { f.note(name); return f.OSFS.Remove(name) }
+func (f traceFS) SyncDir(name string) error { f.note(name); return f.OSFS.SyncDir(name) }
+func (f traceFS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
 	f.note(dir + "/")
-	return f.osFS.CreateTemp(dir, perm)
+	return f.OSFS.CreateTemp(dir, perm)
 }
 func (f traceFS) ScanDir(dir string, each func(name []byte)) error {
 	f.note(dir + "/")
-	return f.osFS.ScanDir(dir, each)
+	return f.OSFS.ScanDir(dir, each)
 }
 func (f traceFS) ProbeDir(dir string) (func(string) (bool, error), int64, func() error, error) {
 	f.note(dir + "/")
-	return f.osFS.ProbeDir(dir)
+	return f.OSFS.ProbeDir(dir)
 }
 
 func (f traceFS) under(dir string) []string {
@@ -76,7 +78,7 @@ func TestNothingThroughASymlinkedDirectory(t *testing.T) {
 			s := openStore(t, root, nil)
 			seat, session := seatKey(t, "s"), sessionKey(t, "x")
 			c := mustAcquire(t, s, seat, session)
-			if err := s.Release(c, NewProof(ProofCohort, "done")); err != nil {
+			if err := s.Release(context.Background(), c, NewProof(ProofCohort, "done")); err != nil {
 				t.Fatal(err)
 			}
 			link := filepath.Join(root, string(KindSession))
@@ -91,20 +93,20 @@ func TestNothingThroughASymlinkedDirectory(t *testing.T) {
 				t.Fatal(err)
 			}
 			trace := newTraceFS()
-			s = openStore(t, root, &Options{FS: trace})
+			s = openStore(t, root, &TOpts{FS: trace})
 			// Each either fails or holds; what matters here is where they
 			// looked.
-			_, _ = s.Head(session)
-			_, _ = s.Pair(seat, session)
-			_, _ = s.Acquire(seat, session, fields(t, s))
-			_, _, _ = s.Backend().List(session.Loc())
+			_, _ = s.Head(context.Background(), session)
+			_, _ = s.Pair(context.Background(), seat, session)
+			_, _ = s.Acquire(context.Background(), seat, session, fields(t, s))
+			_, _, _ = s.Backend().List(context.Background(), session.Loc())
 			_, _ = s.Classify(context.Background(), seat, session, nil)
 			_, _ = s.ClassifyAll(context.Background(), &ClassifyOptions{DryRun: true}, func(*PairResult) {})
 			_, _ = s.Check(context.Background(), nil)
 			if got := trace.under(link); len(got) > 0 {
 				t.Errorf("calls through the symlink %s: %q", link, got)
 			}
-			if h, err := s.Head(session); err == nil && !h.Held() {
+			if h, err := s.Head(context.Background(), session); err == nil && !h.Held() {
 				t.Errorf("Head through a symlinked %s directory reads free", which)
 			}
 		})
@@ -116,9 +118,9 @@ func TestNothingThroughASymlinkedDirectory(t *testing.T) {
 func TestReadBootProofOnlyItsOwnIDs(t *testing.T) {
 	root := newRoot(t)
 	trace := newTraceFS()
-	s := openStore(t, root, &Options{FS: trace})
+	s := openStore(t, root, &TOpts{FS: trace})
 	for _, id := range []string{"", "../x", "../seat/" + strings.Repeat("ab", 16) + "/r0000000001", "boot-xyz", "bp-1"} {
-		if p, err := s.ReadBootProof(id); err == nil || p != nil {
+		if p, err := s.ReadBootProof(context.Background(), id); err == nil || p != nil {
 			t.Errorf("ReadBootProof(%q) = %+v, %v; want an error", id, p, err)
 		}
 	}
@@ -129,12 +131,12 @@ func TestReadBootProofOnlyItsOwnIDs(t *testing.T) {
 
 // syncCountFS is the OS filesystem counting SyncFS and SyncDir calls.
 type syncCountFS struct {
-	osFS
+	vfs.OSFS
 	n *int
 }
 
-func (f syncCountFS) SyncFS(name string) error  { *f.n++; return f.osFS.SyncFS(name) }
-func (f syncCountFS) SyncDir(name string) error { *f.n++; return f.osFS.SyncDir(name) }
+func (f syncCountFS) SyncFS(name string) error  { *f.n++; return f.OSFS.SyncFS(name) }
+func (f syncCountFS) SyncDir(name string) error { *f.n++; return f.OSFS.SyncDir(name) }
 
 // A walk over keys that hold no revision has no decision to make durable:
 // it syncs nothing.
@@ -147,7 +149,7 @@ func TestClassifyAllEmptyKeysSyncNothing(t *testing.T) {
 		}
 	}
 	n := 0
-	s = openStore(t, root, &Options{FS: syncCountFS{n: &n}})
+	s = openStore(t, root, &TOpts{FS: syncCountFS{n: &n}})
 	if _, err := s.ClassifyAll(context.Background(), nil, func(*PairResult) {}); err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestDecisionTableEtcd(t *testing.T) {
 	if err := w.build(dir, cases); err != nil {
 		t.Fatal(err)
 	}
-	src, err := Open(dir, &Options{Host: tableHost{boot: w.cur}, Now: fixedNow})
+	src, err := OpenRoot(dir, &TOpts{Host: tableHost{boot: w.cur}, Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +53,11 @@ func TestDecisionTableEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Copy(eb, src.Backend())
+	rep, err := Copy(context.Background(), eb, src.Backend())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open("etcd://"+c.Hosts()[0]+eb.Prefix(), &Options{Host: tableHost{boot: w.cur}, Now: fixedNow, Backend: eb})
+	s, err := OpenRoot("etcd://"+c.Hosts()[0]+eb.Prefix(), &TOpts{Host: tableHost{boot: w.cur}, Now: fixedNow, Backend: eb})
 	if err != nil {
 		t.Fatal(err)
 	}

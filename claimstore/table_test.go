@@ -1084,7 +1084,7 @@ func TestDecisionTable(t *testing.T) {
 	}()
 
 	// This store, on its own copy of the roots, two workers.
-	s, err := Open(hereRoot, &Options{Host: tableHost{boot: w.cur}, Now: fixedNow})
+	s, err := OpenRoot(hereRoot, &TOpts{Host: tableHost{boot: w.cur}, Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}

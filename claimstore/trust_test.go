@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/hostid"
 	"github.com/google/go-cmp/cmp"
 )
@@ -127,7 +128,7 @@ func TestAncestorChainRenameAttack(t *testing.T) {
 	if err := asOther(t, nil, "mv", root, root+".gone"); err != nil {
 		t.Fatalf("the second user could not rename the root out of a 0777 parent: %v", err)
 	}
-	_, err := Open(root, &Options{Host: thisHost})
+	_, err := OpenRoot(root, &TOpts{Host: thisHost})
 	wantUnsafeRoot(t, err, shared)
 	if _, err := os.Lstat(root); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a refused Open created the root: %v", err)
@@ -142,7 +143,7 @@ func TestAncestorChainRenameAttack(t *testing.T) {
 		t.Fatal("the second user renamed the root out of a sticky directory")
 	}
 	s = openStore(t, root, nil)
-	if _, err := s.Acquire(seat, session, fields(t, s)); !isRefusal(err, AlreadyActive) {
+	if _, err := s.Acquire(context.Background(), seat, session, fields(t, s)); !isRefusal(err, AlreadyActive) {
 		t.Fatalf("second acquire: %v, want already-active", err)
 	}
 }
@@ -157,7 +158,7 @@ func TestAncestorCheckedBeforeFirstWrite(t *testing.T) {
 	root := filepath.Join(mid, "claims")
 	s := openStore(t, root, nil)
 	chmod(t, filepath.Join(top, "a"), 0o775)
-	_, err := s.Acquire(seatKey(t, "s"), sessionKey(t, "x"), fields(t, s))
+	_, err := s.Acquire(context.Background(), seatKey(t, "s"), sessionKey(t, "x"), fields(t, s))
 	wantUnsafeRoot(t, err, filepath.Join(top, "a"))
 	if _, err := os.Lstat(root); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a refused write created the root: %v", err)
@@ -183,7 +184,7 @@ func TestAncestorSymlinkTargetChecked(t *testing.T) {
 	root := filepath.Join(link, "claims")
 	openStore(t, root, nil) // every directory on both paths is safe
 	chmod(t, open, 0o777)
-	_, err := Open(root, &Options{Host: thisHost})
+	_, err := OpenRoot(root, &TOpts{Host: thisHost})
 	wantUnsafeRoot(t, err, open)
 }
 
@@ -198,7 +199,7 @@ func TestAncestorOwnedByAnotherUser(t *testing.T) {
 	if err := os.Chown(dir, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(filepath.Join(dir, "claims"), &Options{Host: thisHost})
+	_, err := OpenRoot(filepath.Join(dir, "claims"), &TOpts{Host: thisHost})
 	if !errors.Is(err, ErrUnsafeRoot) || !strings.Contains(err.Error(), "belongs to uid "+strconv.Itoa(uid)) {
 		t.Fatalf("err = %v, want ErrUnsafeRoot naming uid %d", err, uid)
 	}
@@ -208,7 +209,7 @@ func TestAncestorOwnedByAnotherUser(t *testing.T) {
 // a cohort proof, written on top of k's head by the second user.
 func plantStopped(t *testing.T, s *Store, k Key, c *Claim) error {
 	t.Helper()
-	h, err := s.Head(k)
+	h, err := s.Head(context.Background(), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func plantStopped(t *testing.T, s *Store, k Key, c *Claim) error {
 // wantHeldUntrusted checks that k reads held and damaged, naming path.
 func wantHeldUntrusted(t *testing.T, s *Store, k Key, path string) {
 	t.Helper()
-	h, err := s.Head(k)
+	h, err := s.Head(context.Background(), k)
 	if err != nil {
 		t.Fatalf("Head(%v): %v", k, err)
 	}
@@ -290,7 +291,7 @@ func TestWritableKeyDirectoryPlantedRelease(t *testing.T) {
 	for _, k := range []Key{seat, session} {
 		wantHeldUntrusted(t, s, k, s.KeyDir(k))
 	}
-	if _, err := s.Acquire(seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
+	if _, err := s.Acquire(context.Background(), seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
 		t.Fatalf("acquire over a planted release: %v, want unsafe-replacement", err)
 	}
 	res, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: absentUnitsLookup{}})
@@ -323,12 +324,12 @@ func TestWritableKindDirectoryHoldsEveryKey(t *testing.T) {
 	// A key with no directory at all is held too: whoever could write
 	// seat/ could have removed its directory, history and all.
 	wantHeldUntrusted(t, s, seatKey(t, "absent"), filepath.Join(root, "seat"))
-	if _, err := s.Acquire(seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
+	if _, err := s.Acquire(context.Background(), seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
 		t.Fatalf("acquire: %v, want unsafe-replacement", err)
 	}
 	// Nothing is published into a directory others can write.
 	before := rootPaths(t, root)
-	if _, err := s.Acquire(seatKey(t, "new"), sessionKey(t, "new"), fields(t, s)); !isRefusal(err, UnsafeReplacement) {
+	if _, err := s.Acquire(context.Background(), seatKey(t, "new"), sessionKey(t, "new"), fields(t, s)); !isRefusal(err, UnsafeReplacement) {
 		t.Fatalf("acquire of a new key under a writable seat/: %v, want unsafe-replacement", err)
 	}
 	if diff := cmp.Diff(before, rootPaths(t, root)); diff != "" {
@@ -338,7 +339,7 @@ func TestWritableKindDirectoryHoldsEveryKey(t *testing.T) {
 	// The operator fixes it: the keys read as before.
 	chmod(t, filepath.Join(root, "seat"), 0o700)
 	s = openStore(t, root, nil)
-	if h, err := s.Head(seat); err != nil || h.Held() {
+	if h, err := s.Head(context.Background(), seat); err != nil || h.Held() {
 		t.Fatalf("after chmod: Head = %+v, %v; want free", h, err)
 	}
 }
@@ -347,7 +348,7 @@ func TestWritableKindDirectoryHoldsEveryKey(t *testing.T) {
 func TestWritableEmptyKeyDirectoryIsHeld(t *testing.T) {
 	root := newRoot(t)
 	s := openStore(t, root, nil)
-	if _, err := s.Acquire(seatKey(t, "a"), sessionKey(t, "a"), fields(t, s)); err != nil {
+	if _, err := s.Acquire(context.Background(), seatKey(t, "a"), sessionKey(t, "a"), fields(t, s)); err != nil {
 		t.Fatal(err)
 	}
 	k := sessionKey(t, "empty")
@@ -356,7 +357,7 @@ func TestWritableEmptyKeyDirectoryIsHeld(t *testing.T) {
 	}
 	chmod(t, s.KeyDir(k), 0o722)
 	wantHeldUntrusted(t, s, k, s.KeyDir(k))
-	if h, _ := s.Head(k); !strings.Contains(h.Damage.Error(), "this directory has mode") {
+	if h, _ := s.Head(context.Background(), k); !strings.Contains(h.Damage.Error(), "this directory has mode") {
 		t.Errorf("damage %q does not say it is the directory's mode", h.Damage)
 	}
 }
@@ -373,10 +374,10 @@ func TestForeignOwnedRevisionIsDamaged(t *testing.T) {
 	}
 	s = openStore(t, root, nil)
 	wantHeldUntrusted(t, s, session, head)
-	if h, _ := s.Head(session); !strings.Contains(h.Damage.Error(), "this file belongs to uid") {
+	if h, _ := s.Head(context.Background(), session); !strings.Contains(h.Damage.Error(), "this file belongs to uid") {
 		t.Errorf("damage %q does not say it is the file's owner", h.Damage)
 	}
-	if _, err := s.Acquire(seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
+	if _, err := s.Acquire(context.Background(), seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
 		t.Fatalf("acquire: %v, want unsafe-replacement", err)
 	}
 	wantFsckError(t, s, head, FindingUntrusted)
@@ -408,11 +409,11 @@ func TestSymlinkedProofsNotFollowed(t *testing.T) {
 	if err := os.Symlink(elsewhere, filepath.Join(root, ProofDir)); err != nil {
 		t.Fatal(err)
 	}
-	err := s.Release(c, &Proof{Kind: ProofBoot, Ref: id, raw: bootProofJSON(id)})
+	err := s.Release(context.Background(), c, &Proof{Kind: ProofBoot, Ref: id, raw: bootProofJSON(id)})
 	if !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("release on a proof through a symlinked proofs/: %v, want ErrUnsafePath", err)
 	}
-	if p, err := s.Pair(seat, session); err != nil || !p.Held() {
+	if p, err := s.Pair(context.Background(), seat, session); err != nil || !p.Held() {
 		t.Fatalf("after the refused release: %+v, %v; want held", p, err)
 	}
 
@@ -426,7 +427,7 @@ func TestSymlinkedProofsNotFollowed(t *testing.T) {
 	}
 	writeRev(t, s, session, 2, data)
 	s = openStore(t, root, nil)
-	h, err := s.Head(session)
+	h, err := s.Head(context.Background(), session)
 	if err != nil || !h.Held() || !errors.Is(h.Damage, ErrUnsafePath) {
 		t.Fatalf("Head = %+v, %v; want held, damaged by ErrUnsafePath", h, err)
 	}
@@ -449,12 +450,12 @@ func stoppedOnBootProof(t *testing.T) (*Store, Key, Key, string) {
 	seat, session := seatKey(t, "s"), sessionKey(t, "x")
 	mustAcquire(t, s, seat, session)
 	later := hostid.Override{Host: thisHost, Boot: "99999999-2222-3333-4444-555555555555"}
-	s = openStore(t, root, &Options{Host: later})
+	s = openStore(t, root, &TOpts{Host: later})
 	res, err := s.Classify(context.Background(), seat, session, nil)
 	if err != nil || res.Outcome != OutcomeStopped || res.BootProof == nil {
 		t.Fatalf("classify after a reboot = %+v, %v; want stopped on a boot proof", res, err)
 	}
-	return openStore(t, root, &Options{Host: later}), seat, session, s.proofPath(res.BootProof.ID)
+	return openStore(t, root, &TOpts{Host: later}), seat, session, s.proofPath(res.BootProof.ID)
 }
 
 // A stopped head whose boot proof is missing (a root restored without
@@ -502,18 +503,18 @@ func TestBootProofMissingReadsHeld(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, seat, session, path := stoppedOnBootProof(t)
-			if p, err := s.Pair(seat, session); err != nil || p.Held() {
+			if p, err := s.Pair(context.Background(), seat, session); err != nil || p.Held() {
 				t.Fatalf("with its proof: %+v, %v; want free", p, err)
 			}
 			tc.damage(t, path)
-			s = openStore(t, s.Root(), &Options{Host: s.Host()})
+			s = openStore(t, s.Root(), &TOpts{Host: s.Host()})
 			for _, k := range []Key{seat, session} {
-				h, err := s.Head(k)
+				h, err := s.Head(context.Background(), k)
 				if err != nil || !h.Held() || h.State() != Uncertain || h.Damage == nil {
 					t.Fatalf("Head(%v) = %+v, %v; want held, damaged", k, h, err)
 				}
 			}
-			if _, err := s.Acquire(seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
+			if _, err := s.Acquire(context.Background(), seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
 				t.Fatalf("acquire: %v, want unsafe-replacement", err)
 			}
 			res, err := s.Classify(context.Background(), seat, session, nil)
@@ -545,7 +546,7 @@ func TestConcurrentClassifyIssuesOneProofPerClaim(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st := openStore(t, root, &Options{Host: later})
+			st := openStore(t, root, &TOpts{Host: later})
 			sum, err := st.ClassifyAll(context.Background(), nil, nil)
 			if err == nil && sum.Errors > 0 {
 				err = errors.New("classify --all had errors")
@@ -560,14 +561,14 @@ func TestConcurrentClassifyIssuesOneProofPerClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ids, err := s.Backend().Proofs()
+	ids, err := s.Backend().Proofs(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ids) != pairs {
 		t.Fatalf("%d boot proofs for %d claims: %v", len(ids), pairs, ids)
 	}
-	st := openStore(t, root, &Options{Host: later})
+	st := openStore(t, root, &TOpts{Host: later})
 	rep, err := st.Check(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -581,7 +582,7 @@ func TestConcurrentClassifyIssuesOneProofPerClaim(t *testing.T) {
 func TestFsckReportsUnusedProof(t *testing.T) {
 	s, _, _, _ := stoppedOnBootProof(t)
 	rec := &Record{ClaimID: "c" + strings.Repeat("e", 24), Host: Host{MachineID: testMachine, BootID: testBoot}}
-	p, err := s.IssueBootProof(rec)
+	p, err := s.IssueBootProof(context.Background(), rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +610,7 @@ func TestIssueBootProofRefusesSquattedID(t *testing.T) {
 	if err := os.WriteFile(s.proofPath(id), []byte(other), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.IssueBootProof(rec); !errors.Is(err, ErrUnsafePath) {
+	if _, err := s.IssueBootProof(context.Background(), rec); !errors.Is(err, ErrUnsafePath) {
 		t.Fatalf("IssueBootProof over a squatted id: %v, want ErrUnsafePath", err)
 	}
 	// A file at the id that is not a proof at all: an error naming it,
@@ -620,7 +621,7 @@ func TestIssueBootProofRefusesSquattedID(t *testing.T) {
 	if err := os.WriteFile(s.proofPath(id), []byte("not a proof\n"), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := s.IssueBootProof(rec); err == nil || p != nil || !strings.Contains(err.Error(), "exists but cannot be read") {
+	if p, err := s.IssueBootProof(context.Background(), rec); err == nil || p != nil || !strings.Contains(err.Error(), "exists but cannot be read") {
 		t.Fatalf("IssueBootProof over an unreadable file at its id: %+v, %v; want an error saying it cannot be read", p, err)
 	}
 }
@@ -636,14 +637,14 @@ func TestOversizedRevisionIsDamaged(t *testing.T) {
 	big = append(big, "}\n"...)
 	writeRev(t, s, session, 3, big)
 	s = openStore(t, root, nil)
-	h, err := s.Head(session)
+	h, err := s.Head(context.Background(), session)
 	if err != nil || !h.Held() || h.N != 3 {
 		t.Fatalf("Head = %+v, %v; want revision 3 held", h, err)
 	}
 	if !strings.Contains(h.Damage.Error(), strconv.Itoa(len(big))) {
 		t.Errorf("damage %q does not name the size %d", h.Damage, len(big))
 	}
-	if _, err := s.Acquire(seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
+	if _, err := s.Acquire(context.Background(), seat, session, fields(t, s)); !isRefusal(err, UnsafeReplacement) {
 		t.Fatalf("acquire: %v, want unsafe-replacement", err)
 	}
 }
@@ -655,7 +656,7 @@ func TestReadProofRefusals(t *testing.T) {
 	root := newRoot(t)
 	s := openStore(t, root, nil)
 	const id = "boot-0123456789abcdef01234567"
-	if _, err := s.Backend().ReadProof(id); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := s.Backend().ReadProof(context.Background(), id); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadProof with no proofs/: %v, want ErrNotExist", err)
 	}
 	dir := filepath.Join(root, ProofDir)
@@ -666,11 +667,11 @@ func TestReadProofRefusals(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, id+".json"), []byte("{}\n"), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	if data, err := s.Backend().ReadProof(id); err != nil || len(data) == 0 {
+	if data, err := s.Backend().ReadProof(context.Background(), id); err != nil || len(data) == 0 {
 		t.Fatalf("ReadProof of a trusted proof: %q, %v", data, err)
 	}
 	chmod(t, dir, 0o777)
-	if data, err := s.Backend().ReadProof(id); !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), dir) {
+	if data, err := s.Backend().ReadProof(context.Background(), id); !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), dir) {
 		t.Errorf("ReadProof in a world-writable proofs/: %q, %v; want ErrUnsafePath naming %s", data, err, dir)
 	}
 }
@@ -689,7 +690,7 @@ func TestNoBootProofIntoWritableProofsDir(t *testing.T) {
 	chmod(t, dir, 0o777)
 	before := rootPaths(t, root)
 	later := hostid.Override{Host: thisHost, Boot: "99999999-2222-3333-4444-555555555555"}
-	s = openStore(t, root, &Options{Host: later})
+	s = openStore(t, root, &TOpts{Host: later})
 	res, err := s.Classify(context.Background(), seat, session, nil)
 	if !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("classify after a reboot with a world-writable proofs/ = %+v, %v; want ErrUnsafePath naming %s", res, err, dir)
@@ -699,74 +700,21 @@ func TestNoBootProofIntoWritableProofsDir(t *testing.T) {
 	}
 }
 
-// The ancestor rule as a user other than root applies it: directories of
-// root or of this user are fine, another user's are not, whatever the
-// mode. Run as that user by changing only what the check believes its
-// effective uid is (the tests run as root).
-func TestAncestorsJudgedAsThisUser(t *testing.T) {
-	const me, other = 4242, 4343
-	old := geteuid
-	geteuid = func() int { return me }
-	t.Cleanup(func() { geteuid = old })
-	base := t.TempDir() // under directories of root
-	mine := filepath.Join(base, "mine")
-	theirs := filepath.Join(base, "theirs")
-	for dir, uid := range map[string]int{mine: me, theirs: other} {
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(dir, uid, uid); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := checkAncestors(filepath.Join(mine, "claims")); err != nil {
-		t.Errorf("a root in this user's directory under root's: %v", err)
-	}
-	err := checkAncestors(filepath.Join(theirs, "claims"))
-	if !errors.Is(err, ErrUnsafeRoot) || !strings.Contains(err.Error(), "belongs to uid 4343") {
-		t.Errorf("a root in another user's directory: %v, want ErrUnsafeRoot naming uid 4343", err)
-	}
-}
-
-// An ancestor that does not exist, that is not a directory, or that is a
-// symlink to nowhere cannot be checked: the root is refused, naming it.
-func TestAncestorsThatCannotBeChecked(t *testing.T) {
-	base := t.TempDir()
-	file := filepath.Join(base, "file")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dangling := filepath.Join(base, "dangling")
-	if err := os.Symlink(filepath.Join(base, "nowhere"), dangling); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct{ root, want string }{
-		{filepath.Join(base, "missing", "claims"), "cannot be checked"},
-		{filepath.Join(file, "claims"), "is not a directory"},
-		{filepath.Join(dangling, "claims"), "symlink that cannot be resolved"},
-	} {
-		err := checkAncestors(tc.root)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("checkAncestors(%s) = %v, want an error saying %q", tc.root, err, tc.want)
-		}
-	}
-}
-
 // plainReadFS is the OS filesystem with a ReadFile that has no bound of its
-// own (an FS may leave the bound to the store, FS.ReadFile says).
-type plainReadFS struct{ osFS }
+// own (a vfs.FS may leave the bound to the store, FS.ReadFile says).
+type plainReadFS struct{ vfs.OSFS }
 
 func (plainReadFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
 
 // revLstatFailFS is the OS filesystem whose Lstats of revision files fail
 // with EIO (a revision read, then its identity unreadable).
-type revLstatFailFS struct{ osFS }
+type revLstatFailFS struct{ vfs.OSFS }
 
 func (f revLstatFailFS) Lstat(name string) (fs.FileInfo, error) {
 	if strings.HasSuffix(name, ".json") {
 		return nil, &fs.PathError{Op: "lstat", Path: name, Err: syscall.EIO}
 	}
-	return f.osFS.Lstat(name)
+	return f.OSFS.Lstat(name)
 }
 
 // The store bounds what it reads itself, whatever the filesystem does: a
@@ -788,8 +736,8 @@ func TestReadFileBoundAndTrustCheck(t *testing.T) {
 	if err := os.WriteFile(path, exact, 0o400); err != nil {
 		t.Fatal(err)
 	}
-	for _, fsys := range []FS{osFS{}, plainReadFS{}} {
-		h, err := openStore(t, root, &Options{FS: fsys}).Head(session)
+	for _, fsys := range []vfs.FS{vfs.OSFS{}, plainReadFS{}} {
+		h, err := openStore(t, root, &TOpts{FS: fsys}).Head(context.Background(), session)
 		if err != nil || h.Held() || h.Damage != nil {
 			t.Errorf("%T: Head of a revision of exactly MaxFileSize bytes = %+v, %v; want it read, free", fsys, h, err)
 		}
@@ -800,8 +748,8 @@ func TestReadFileBoundAndTrustCheck(t *testing.T) {
 	if err := os.WriteFile(path, append(exact, ' '), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	for _, fsys := range []FS{osFS{}, plainReadFS{}} {
-		h, err := openStore(t, root, &Options{FS: fsys}).Head(session)
+	for _, fsys := range []vfs.FS{vfs.OSFS{}, plainReadFS{}} {
+		h, err := openStore(t, root, &TOpts{FS: fsys}).Head(context.Background(), session)
 		if err != nil || !h.Held() || h.Damage == nil || !strings.Contains(h.Damage.Error(), strconv.Itoa(MaxFileSize+1)) {
 			t.Errorf("%T: Head of a revision of MaxFileSize+1 bytes = %+v, %v; want damaged, naming its size", fsys, h, err)
 		}
@@ -812,7 +760,7 @@ func TestReadFileBoundAndTrustCheck(t *testing.T) {
 	if err := os.WriteFile(path, rec, 0o400); err != nil {
 		t.Fatal(err)
 	}
-	h, err := openStore(t, root, &Options{FS: revLstatFailFS{}}).Head(session)
+	h, err := openStore(t, root, &TOpts{FS: revLstatFailFS{}}).Head(context.Background(), session)
 	if err != nil || !h.Held() || !errors.Is(h.Damage, syscall.EIO) {
 		t.Errorf("Head of a revision whose Lstat fails = %+v, %v; want held, damaged by EIO", h, err)
 	}

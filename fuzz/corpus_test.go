@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/internal/crashfs"
+	"github.com/claimstore/claimstore/internal/storetest"
 )
 
 var writeCorpus = flag.Bool("fuzz.writecorpus", false, "regenerate the committed seed corpora under testdata/fuzz")
@@ -53,11 +55,11 @@ func storeRecords(tb testing.TB) []recSeed {
 	if err := fsys.MkdirAll("/", 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	s, err := claimstore.Open("/claims", &claimstore.Options{FS: fsys, Host: fixedHost{}, Now: func() time.Time { return time.Unix(1, 0) }})
+	s, err := storetest.Open("/claims", &storetest.Options{FS: fsys, Host: fixedHost{}, Now: func() time.Time { return time.Unix(1, 0) }})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c, err := s.Acquire(fuzzSeat, fuzzSession, claimstore.AcquireFields{
+	c, err := s.Acquire(context.Background(), fuzzSeat, fuzzSession, claimstore.AcquireFields{
 		ClaimID: "c" + strings.Repeat("a", 24),
 		Owner:   claimstore.Owner{PID: 7, Start: "1", Boot: "b", Incarnation: json.RawMessage(`{"n":1}`)},
 		Fields:  map[string]any{"bindingId": "bind-<1>&", "pins": []string{"p\u2028"}, "generation": 3, "future": map[string]any{"x": []any{1.5, nil, true}}},
@@ -65,10 +67,10 @@ func storeRecords(tb testing.TB) []recSeed {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := s.Advance(c, claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+	if err := s.Advance(context.Background(), c, claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
 		tb.Fatal(err)
 	}
-	if err := s.Release(c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
+	if err := s.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "cohort-1")); err != nil {
 		tb.Fatal(err)
 	}
 	var out []recSeed

@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -18,7 +19,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/internal/crashfs"
+	"github.com/claimstore/claimstore/internal/storetest"
 )
 
 // keyFrom builds a key from fuzz input; ok is false for an invalid one.
@@ -238,7 +241,7 @@ func buildDir(in []byte) []entry {
 		case s == 14:
 			e.name = "r0000000000.json"
 		case s == 15:
-			e.name = fmt.Sprintf("%sfuzz.%d", claimstore.TempPrefix, count)
+			e.name = fmt.Sprintf("%sfuzz.%d", vfs.TempPrefix, count)
 		case s == 16:
 			e.name = "r000000001.json"
 		case s == 17:
@@ -338,11 +341,11 @@ func FuzzHead(f *testing.F) {
 			}
 		}
 		dense := uint64(len(byN)) == max
-		s, err := claimstore.Open(fuzzRoot, &claimstore.Options{FS: fsys, Now: func() time.Time { return time.Time{} }, Sequential: true})
+		s, err := storetest.Open(fuzzRoot, &storetest.Options{FS: fsys, Now: func() time.Time { return time.Time{} }, Sequential: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := s.Head(fuzzSeat)
+		h, err := s.Head(context.Background(), fuzzSeat)
 		if err != nil {
 			return // an error is an answer that frees nothing
 		}
@@ -379,7 +382,7 @@ func FuzzHead(f *testing.F) {
 		if !h.Held() && h.N != 0 && (h.Record == nil || h.Record.Proof == nil) {
 			t.Fatalf("Head reads revision %d as free without a proof", h.N)
 		}
-		revs, err := s.Revisions(fuzzSeat)
+		revs, err := s.Revisions(context.Background(), fuzzSeat)
 		if err == nil {
 			if len(revs) != len(byN) {
 				t.Fatalf("Revisions lists %d, the directory has %d revision names", len(revs), len(byN))
@@ -391,7 +394,7 @@ func FuzzHead(f *testing.F) {
 				}
 			}
 		}
-		p, err := s.Pair(fuzzSeat, fuzzSession)
+		p, err := s.Pair(context.Background(), fuzzSeat, fuzzSession)
 		if err == nil && rankOf(p.State()) > rankOf(p.Seat.State()) {
 			t.Fatalf("pair reads %s, less conservative than the seat's %s", p.State(), p.Seat.State())
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/internal/crashfs"
+	"github.com/claimstore/claimstore/internal/storetest"
 )
 
 const modelRoot = "/var/claims"
@@ -137,7 +138,7 @@ func newModel(t *rapid.T, st *modelStats) *model {
 func bootID(n int) string { return fmt.Sprintf("%08x-0000-4000-8000-000000000000", n) }
 
 func (m *model) open(t *rapid.T) {
-	s, err := claimstore.Open(modelRoot, &claimstore.Options{FS: m.fs, Host: m.host, Now: func() time.Time { return time.Unix(1, 0) }, Sequential: true})
+	s, err := storetest.Open(modelRoot, &storetest.Options{FS: m.fs, Host: m.host, Now: func() time.Time { return time.Unix(1, 0) }, Sequential: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func (m *model) newID() string {
 func (m *model) acquire(t *rapid.T) {
 	pk := m.pairs[rapid.IntRange(0, len(m.pairs)-1).Draw(t, "pair")]
 	m.arm(t)
-	c, err := m.store.Acquire(pk[0], pk[1], claimstore.AcquireFields{ClaimID: m.newID(), Owner: claimstore.Owner{PID: supervisorPID, Start: "500", Boot: m.host.boot}})
+	c, err := m.store.Acquire(context.Background(), pk[0], pk[1], claimstore.AcquireFields{ClaimID: m.newID(), Owner: claimstore.Owner{PID: supervisorPID, Start: "500", Boot: m.host.boot}})
 	if m.settle(t) {
 		m.stats.note("acquire cut")
 		return
@@ -249,7 +250,7 @@ func (m *model) advance(t *rapid.T, release bool) {
 		action = "release"
 	}
 	m.arm(t)
-	err := m.store.Advance(c, patch)
+	err := m.store.Advance(context.Background(), c, patch)
 	if m.settle(t) {
 		m.stats.note(action + " cut")
 		return
@@ -275,7 +276,7 @@ func (m *model) advance(t *rapid.T, release bool) {
 func (m *model) classify(t *rapid.T) {
 	pk := m.pairs[rapid.IntRange(0, len(m.pairs)-1).Draw(t, "pair")]
 	m.arm(t)
-	before, perr := m.store.Pair(pk[0], pk[1])
+	before, perr := m.store.Pair(context.Background(), pk[0], pk[1])
 	res, err := m.store.Classify(context.Background(), pk[0], pk[1], &claimstore.ClassifyOptions{Units: absentUnits{}})
 	if m.settle(t) {
 		m.stats.note("classify cut")
@@ -285,7 +286,7 @@ func (m *model) classify(t *rapid.T) {
 		t.Fatalf("classify: %v %v", err, perr)
 	}
 	m.stats.note("classify " + string(res.Outcome))
-	after, err := m.store.Pair(pk[0], pk[1])
+	after, err := m.store.Pair(context.Background(), pk[0], pk[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func (m *model) classify(t *rapid.T) {
 			if h.Record == nil {
 				continue
 			}
-			if err := m.store.VerifyProof(h.Record); err != nil {
+			if err := m.store.VerifyProof(context.Background(), h.Record); err != nil {
 				t.Fatalf("classify: %s stopped with a proof that does not verify: %v", h.Key, err)
 			}
 			if h.Record.Proof.Kind == claimstore.ProofNoUnit && m.marked[h.Record.ClaimID] {
@@ -333,12 +334,12 @@ func (m *model) check(t *rapid.T) {
 			t.Fatalf("acknowledged %s lost or changed (present %v)", p, ok)
 		}
 	}
-	s, err := claimstore.Open(modelRoot, &claimstore.Options{FS: m.fs.Snapshot(), Host: m.host, Sequential: true})
+	s, err := storetest.Open(modelRoot, &storetest.Options{FS: m.fs.Snapshot(), Host: m.host, Sequential: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, pk := range m.pairs {
-		p, err := s.Pair(pk[0], pk[1])
+		p, err := s.Pair(context.Background(), pk[0], pk[1])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,7 +361,7 @@ func (m *model) check(t *rapid.T) {
 	}
 	for id, ks := range m.holders {
 		for _, k := range ks {
-			h, err := s.Head(k)
+			h, err := s.Head(context.Background(), k)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/internal/storetest"
 	"github.com/claimstore/claimstore/lifecycle"
 )
 
@@ -25,7 +26,7 @@ func (a *failingAttacher) Attach(_ context.Context, rec lifecycle.Recorded) (lif
 // owner is gone) but leaves it held: uncertain, and Release refuses. The
 // attacher is given what the claim recorded.
 func TestAdoptUnjudgedStaysHeld(t *testing.T) {
-	s, err := claimstore.Open(filepath.Join(t.TempDir(), "claims"), nil)
+	s, err := storetest.Open(filepath.Join(t.TempDir(), "claims"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestAdoptUnjudgedStaysHeld(t *testing.T) {
 	start, _ := s.Host().StartTime(sup.Process.Pid)
 	boot, _ := s.Host().BootID()
 	ns, _ := s.Host().PIDNamespace(sup.Process.Pid)
-	run, err := lifecycle.Acquire(s, seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: sup.Process.Pid, Start: start, Boot: boot, PIDNS: ns}})
+	run, err := lifecycle.Acquire(context.Background(), s, seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: sup.Process.Pid, Start: start, Boot: boot, PIDNS: ns}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +74,10 @@ func TestAdoptUnjudgedStaysHeld(t *testing.T) {
 	if got.InvocationID != inv || got.Unit != lifecycle.UnitFile(run.Claim.Record.UnitName()) {
 		t.Errorf("attacher got %+v; want unit %s, invocation %s", got, lifecycle.UnitFile(run.Claim.Record.UnitName()), inv)
 	}
-	if err := run2.Release(); err == nil {
+	if err := run2.Release(context.Background()); err == nil {
 		t.Fatal("Release of an unjudged run succeeded")
 	}
-	p, _ := s.Pair(seat, session)
+	p, _ := s.Pair(context.Background(), seat, session)
 	if !p.Held() || p.State() != claimstore.Uncertain {
 		t.Errorf("pair %s, held %v; want uncertain, held", p.State(), p.Held())
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/dirbackend"
 	"github.com/claimstore/claimstore/lifecycle"
 )
 
@@ -19,16 +20,17 @@ import (
 func Example() {
 	dir, _ := os.MkdirTemp("", "lifecycle-example")
 	defer os.RemoveAll(dir)
-	s, err := claimstore.Open(filepath.Join(dir, "claims"), nil)
+	be, err := dirbackend.Open(filepath.Join(dir, "claims"), nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	s, _ := claimstore.New(be, nil)
 	seat, _ := claimstore.SeatKey("s1", "demo", "/srv/ws")
 	session, _ := claimstore.SessionKey("sess-42")
 	owner, _ := s.Self(1)
 
-	run, err := lifecycle.Acquire(s, seat, session, claimstore.AcquireFields{Owner: owner})
+	run, err := lifecycle.Acquire(context.Background(), s, seat, session, claimstore.AcquireFields{Owner: owner})
 	if err != nil {
 		fmt.Println(err) // a *claimstore.Refusal when the pair is held
 		return
@@ -50,11 +52,11 @@ func Example() {
 		return
 	}
 	fmt.Println("writer exit status:", x.Status)
-	if err := run.Release(); err != nil { // stopped, cohortProof naming the run
+	if err := run.Release(context.Background()); err != nil { // stopped, cohortProof naming the run
 		fmt.Println(err)
 		return
 	}
-	revs, _ := s.Revisions(seat)
+	revs, _ := s.Revisions(context.Background(), seat)
 	for _, r := range revs {
 		fmt.Println(r.N, r.Record.State, r.Record.SpawnMarker(), r.Record.Proof != nil)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/internal/storetest"
 	"github.com/claimstore/claimstore/lifecycle"
 )
 
@@ -20,7 +21,7 @@ import (
 // the given kind whose reference contains ref.
 func released(t *testing.T, run *lifecycle.Run, kind claimstore.ProofKind, ref string) {
 	t.Helper()
-	p, err := run.Store.Pair(run.Claim.Seat, run.Claim.Session)
+	p, err := run.Store.Pair(context.Background(), run.Claim.Seat, run.Claim.Session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestGroupStopWithAChildIsReleased(t *testing.T) {
 		if err != nil {
 			t.Fatalf("subreaper %v: Wait: %v", subreaper, err)
 		}
-		if err := run.Release(); err != nil {
+		if err := run.Release(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		released(t, run, claimstore.ProofCohort, "is empty")
@@ -98,7 +99,7 @@ func TestExecFailureIsReleased(t *testing.T) {
 		if err != nil || x.Status != tc.status {
 			t.Fatalf("Wait %s: %+v, %v; want status %d", tc.argv0, x, err, tc.status)
 		}
-		if err := run.Release(); err != nil {
+		if err := run.Release(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		released(t, run, claimstore.ProofCohort, "nothing was started")
@@ -137,7 +138,7 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	if x.Signal != syscall.SIGKILL {
 		t.Errorf("exit %+v; want killed by SIGKILL", x)
 	}
-	if err := run.Release(); err != nil {
+	if err := run.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	released(t, run, claimstore.ProofCohort, "is empty")
@@ -176,7 +177,7 @@ func TestStartCheckerRefusesBeforeTheMarker(t *testing.T) {
 	if run.Claim.Record.SpawnMarker() || run.Claim.SeatRev != 1 {
 		t.Fatalf("the claim moved (seat r%d, marker %v) before a refused start", run.Claim.SeatRev, run.Claim.Record.SpawnMarker())
 	}
-	if err := run.Release(); err != nil {
+	if err := run.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	released(t, run, claimstore.ProofNoUnit, "unit is in the way")
@@ -186,7 +187,7 @@ func TestStartCheckerRefusesBeforeTheMarker(t *testing.T) {
 // lives the adopted run waits for it; once the group is gone it is proven
 // over and released.
 func TestAdoptAGroupRun(t *testing.T) {
-	s, err := claimstore.Open(filepath.Join(t.TempDir(), "claims"), nil)
+	s, err := storetest.Open(filepath.Join(t.TempDir(), "claims"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestAdoptAGroupRun(t *testing.T) {
 	start, _ := s.Host().StartTime(sup.Process.Pid)
 	boot, _ := s.Host().BootID()
 	ns, _ := s.Host().PIDNamespace(sup.Process.Pid)
-	run, err := lifecycle.Acquire(s, seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: sup.Process.Pid, Start: start, Boot: boot, PIDNS: ns}})
+	run, err := lifecycle.Acquire(context.Background(), s, seat, session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: sup.Process.Pid, Start: start, Boot: boot, PIDNS: ns}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestAdoptAGroupRun(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Wait after the stop: %v", err)
 	}
-	if err := adopted.Release(); err != nil {
+	if err := adopted.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	released(t, adopted, claimstore.ProofCohort, "is gone")

@@ -10,19 +10,20 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/internal/storetest"
 	"github.com/claimstore/claimstore/lifecycle"
 )
 
 func newRun(t *testing.T) *lifecycle.Run {
 	t.Helper()
-	s, err := claimstore.Open(filepath.Join(t.TempDir(), "claims"), nil)
+	s, err := storetest.Open(filepath.Join(t.TempDir(), "claims"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seat, _ := claimstore.SeatKey("s1", "demo", "/srv/ws")
 	session, _ := claimstore.SessionKey("sess-42")
 	owner, _ := s.Self(1)
-	run, err := lifecycle.Acquire(s, seat, session, claimstore.AcquireFields{Owner: owner})
+	run, err := lifecycle.Acquire(context.Background(), s, seat, session, claimstore.AcquireFields{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +45,10 @@ func TestGroupNotEmptyHolds(t *testing.T) {
 		t.Fatalf("Wait: %v; want a GroupNotEmptyError", err)
 	}
 	t.Cleanup(func() { syscall.Kill(-ne.PGID, syscall.SIGKILL) })
-	if err := run.Release(); err == nil || !strings.Contains(err.Error(), "not proven over") {
+	if err := run.Release(context.Background()); err == nil || !strings.Contains(err.Error(), "not proven over") {
 		t.Fatalf("Release: %v; want a refusal to release", err)
 	}
-	p, _ := run.Store.Pair(run.Claim.Seat, run.Claim.Session)
+	p, _ := run.Store.Pair(context.Background(), run.Claim.Seat, run.Claim.Session)
 	if !p.Held() || p.State() != claimstore.Active {
 		t.Errorf("pair %s held %v; want active, held", p.State(), p.Held())
 	}
@@ -72,10 +73,10 @@ func TestGroupStop(t *testing.T) {
 	if x.Status != 128+int(syscall.SIGTERM) || x.Signal != syscall.SIGTERM {
 		t.Errorf("exit %+v; want status 143 by SIGTERM", x)
 	}
-	if err := run.Release(); err != nil {
+	if err := run.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	revs, _ := run.Store.Revisions(run.Claim.Seat)
+	revs, _ := run.Store.Revisions(context.Background(), run.Claim.Seat)
 	var states []string
 	for _, r := range revs {
 		states = append(states, string(r.Record.State))
@@ -88,7 +89,7 @@ func TestGroupStop(t *testing.T) {
 // Release before a Wait that proved the writer over refuses.
 func TestReleaseNeedsWait(t *testing.T) {
 	run := newRun(t)
-	if err := run.Release(); err == nil {
+	if err := run.Release(context.Background()); err == nil {
 		t.Fatal("Release without Wait succeeded")
 	}
 }

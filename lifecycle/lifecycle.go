@@ -184,8 +184,8 @@ type Run struct {
 
 // Acquire takes a new claim on the pair (reserved). A refusal is a
 // *claimstore.Refusal; nothing is started.
-func Acquire(s *claimstore.Store, seat, session claimstore.Key, f claimstore.AcquireFields) (*Run, error) {
-	c, err := s.Acquire(seat, session, f)
+func Acquire(ctx context.Context, s *claimstore.Store, seat, session claimstore.Key, f claimstore.AcquireFields) (*Run, error) {
+	c, err := s.Acquire(ctx, seat, session, f)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +231,7 @@ func (r *Run) Spawn(ctx context.Context, st Starter, spec Spec) error {
 		}
 	}
 	if !c.Record.SpawnMarker() {
-		if err := r.Store.Advance(c, claimstore.Patch{Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		if err := r.Store.Advance(ctx, c, claimstore.Patch{Fields: map[string]any{"spawnMarker": true}}); err != nil {
 			return fmt.Errorf("marking the spawn of claim %s (nothing was started): %w", c.ID, err)
 		}
 	}
@@ -251,7 +251,7 @@ func (r *Run) Spawn(ctx context.Context, st Starter, spec Spec) error {
 		// name instead of a unit that never existed.
 		fields[fieldProcessGroup] = pg.ProcessGroup()
 	}
-	if err := r.Store.Advance(c, claimstore.Patch{State: claimstore.Active, Fields: fields}); err != nil {
+	if err := r.Store.Advance(ctx, c, claimstore.Patch{State: claimstore.Active, Fields: fields}); err != nil {
 		return fmt.Errorf("the writer runs (%s), but claim %s could not be advanced to active: %w", proc.ID(), c.ID, err)
 	}
 	return nil
@@ -292,7 +292,7 @@ func (r *Run) Stop(ctx context.Context, reason string) error {
 	c := r.Claim
 	if c.Record.State != claimstore.Stopping && !(c.Record.State == claimstore.Stopped && c.Record.Proof != nil) {
 		req := StopRequest{Reason: reason, RequestedAt: time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), By: os.Getpid()}
-		if err := r.Store.Advance(c, claimstore.Patch{State: claimstore.Stopping, Fields: map[string]any{fieldStop: req}}); err != nil {
+		if err := r.Store.Advance(ctx, c, claimstore.Patch{State: claimstore.Stopping, Fields: map[string]any{fieldStop: req}}); err != nil {
 			errs = append(errs, fmt.Errorf("recording the stop request of claim %s: %w", c.ID, err))
 		}
 	}
@@ -319,18 +319,18 @@ func (e *StopError) Unwrap() error { return e.Err }
 // Release publishes stopped with a cohortProof naming the run and its
 // result. It needs a Wait that returned without error: a claim is never
 // released on a guess.
-func (r *Run) Release() error {
+func (r *Run) Release(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.exit == nil && r.proc == nil && r.unstarted != nil && !r.Claim.Record.SpawnMarker() {
 		// The start was refused before the marker: nothing was ever
 		// spawned under this claim.
-		return r.Store.Release(r.Claim, claimstore.NewProof(claimstore.ProofNoUnit, refOf("nothing was started: "+r.unstarted.Error())))
+		return r.Store.Release(ctx, r.Claim, claimstore.NewProof(claimstore.ProofNoUnit, refOf("nothing was started: "+r.unstarted.Error())))
 	}
 	if r.exit == nil {
 		return fmt.Errorf("lifecycle: claim %s: the writer is not proven over (Wait has not returned without error); the claim stays held", r.Claim.ID)
 	}
-	return r.Store.Release(r.Claim, claimstore.NewProof(claimstore.ProofCohort, r.exit.Ref))
+	return r.Store.Release(ctx, r.Claim, claimstore.NewProof(claimstore.ProofCohort, r.exit.Ref))
 }
 
 // AdoptOptions configure Adopt.
@@ -402,7 +402,7 @@ func Adopt(ctx context.Context, s *claimstore.Store, seat, session claimstore.Ke
 	}
 	if running, ok := proc.(interface{ Running() bool }); ok && running.Running() && rec.State != claimstore.Active {
 		fields := map[string]any{fieldInvocation: proc.ID()}
-		if err := s.Advance(r.Claim, claimstore.Patch{State: claimstore.Active, Fields: fields}); err != nil {
+		if err := s.Advance(ctx, r.Claim, claimstore.Patch{State: claimstore.Active, Fields: fields}); err != nil {
 			return r, res, fmt.Errorf("claim %s adopted and its run %s re-attached, but it could not be advanced to active: %w", r.Claim.ID, proc.ID(), err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/dirbackend"
 	"github.com/claimstore/claimstore/lifecycle"
 	"github.com/claimstore/claimstore/unitctl"
 	"github.com/claimstore/claimstore/unitprobe"
@@ -16,7 +17,8 @@ import (
 // runs the same steps on a real one.)
 func ExampleManager() {
 	ctx := context.Background()
-	s, _ := claimstore.Open("/var/lib/claimstore", nil)
+	be, _ := dirbackend.Open("/var/lib/claimstore", nil)
+	s, _ := claimstore.New(be, nil)
 	seat, _ := claimstore.SeatKey("s1", "demo", "/srv/ws")
 	session, _ := claimstore.SessionKey("sess-42")
 	owner, _ := s.Self(1)
@@ -27,7 +29,7 @@ func ExampleManager() {
 		return
 	}
 	defer units.Close()
-	run, err := lifecycle.Acquire(s, seat, session, claimstore.AcquireFields{Owner: owner})
+	run, err := lifecycle.Acquire(context.Background(), s, seat, session, claimstore.AcquireFields{Owner: owner})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -41,7 +43,7 @@ func ExampleManager() {
 		fmt.Println("claim stays held:", err)
 		return
 	}
-	if err := run.Release(); err != nil { // cohortProof "unit … invocation … result …"
+	if err := run.Release(context.Background()); err != nil { // cohortProof "unit … invocation … result …"
 		fmt.Println(err)
 	}
 	fmt.Println("writer exit status", x.Status)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/internal/storetest"
 	"github.com/claimstore/claimstore/internal/systemdtest"
 	"github.com/claimstore/claimstore/lifecycle"
 	"github.com/claimstore/claimstore/unitctl"
@@ -61,7 +62,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
-	s, err := claimstore.Open(filepath.Join(t.TempDir(), "claims"), nil)
+	s, err := storetest.Open(filepath.Join(t.TempDir(), "claims"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func newFixture(t *testing.T) fixture {
 // history returns the key's revisions as "state[+marker] proof-ref".
 func history(t *testing.T, s *claimstore.Store, k claimstore.Key) []string {
 	t.Helper()
-	revs, err := s.Revisions(k)
+	revs, err := s.Revisions(context.Background(), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func history(t *testing.T, s *claimstore.Store, k claimstore.Key) []string {
 
 func invocationOf(t *testing.T, s *claimstore.Store, k claimstore.Key) string {
 	t.Helper()
-	h, err := s.Head(k)
+	h, err := s.Head(context.Background(), k)
 	if err != nil || h.Record == nil {
 		t.Fatalf("head of %s: %v %v", k, err, h)
 	}
@@ -122,7 +123,7 @@ func TestLifecycleOnSystemd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := lifecycle.Acquire(f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
+	run, err := lifecycle.Acquire(context.Background(), f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestLifecycleOnSystemd(t *testing.T) {
 	if x.Status != 3 || x.Result != "exit-code" {
 		t.Errorf("exit %+v, want status 3, result exit-code", x)
 	}
-	if err := run.Release(); err != nil {
+	if err := run.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(out.Name())
@@ -167,7 +168,7 @@ func TestLifecycleOnSystemd(t *testing.T) {
 			t.Errorf("%s history (-want +got):\n%s", k, diff)
 		}
 	}
-	revs, _ := f.s.Revisions(f.seat)
+	revs, _ := f.s.Revisions(context.Background(), f.seat)
 	if raw, _ := revs[2].Record.Fields.Get("invocationId"); string(raw) != `"`+inv+`"` {
 		t.Errorf("active revision's invocationId %s, want %q", raw, inv)
 	}
@@ -199,7 +200,7 @@ func TestStopOnSystemd(t *testing.T) {
 	m, um := dial(t)
 	f := newFixture(t)
 	owner, _ := f.s.Self(1)
-	run, err := lifecycle.Acquire(f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
+	run, err := lifecycle.Acquire(context.Background(), f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestStopOnSystemd(t *testing.T) {
 	if x.Status != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit %+v, want status %d", x, 128+int(syscall.SIGTERM))
 	}
-	if err := run.Release(); err != nil {
+	if err := run.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := history(t, f.s, f.seat)
@@ -265,7 +266,7 @@ func TestAdoptOnSystemd(t *testing.T) {
 	boot, _ := f.s.Host().BootID()
 	ns, _ := f.s.Host().PIDNamespace(sup.Process.Pid)
 	owner := claimstore.Owner{PID: sup.Process.Pid, Start: start, Boot: boot, PIDNS: ns}
-	run, err := lifecycle.Acquire(f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
+	run, err := lifecycle.Acquire(context.Background(), f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func TestAdoptOnSystemd(t *testing.T) {
 	if x.Status != 7 || !strings.Contains(x.Ref, inv) {
 		t.Errorf("exit %+v, want status 7 and a ref naming %s", x, inv)
 	}
-	if err := run2.Release(); err != nil {
+	if err := run2.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"reserved", "reserved+marker", "active+marker", "uncertain+marker", "active+marker",
@@ -328,7 +329,7 @@ func TestAdoptAfterUnobservedEnd(t *testing.T) {
 	start, _ := f.s.Host().StartTime(sup.Process.Pid)
 	boot, _ := f.s.Host().BootID()
 	ns, _ := f.s.Host().PIDNamespace(sup.Process.Pid)
-	run, err := lifecycle.Acquire(f.s, f.seat, f.session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: sup.Process.Pid, Start: start, Boot: boot, PIDNS: ns}})
+	run, err := lifecycle.Acquire(context.Background(), f.s, f.seat, f.session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: sup.Process.Pid, Start: start, Boot: boot, PIDNS: ns}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,10 +361,10 @@ func TestAdoptAfterUnobservedEnd(t *testing.T) {
 	if !strings.Contains(x.Ref, inv) || !strings.Contains(x.Ref, "control group") {
 		t.Errorf("proof %q: want the invocation %s and the control group", x.Ref, inv)
 	}
-	if err := run2.Release(); err != nil {
+	if err := run2.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := f.s.Pair(f.seat, f.session)
+	p, _ := f.s.Pair(context.Background(), f.seat, f.session)
 	if p.Held() {
 		t.Errorf("pair still held after release")
 	}
@@ -399,7 +400,7 @@ func TestAdoptResumesStop(t *testing.T) {
 	start, _ := f.s.Host().StartTime(sup.Process.Pid)
 	boot, _ := f.s.Host().BootID()
 	ns, _ := f.s.Host().PIDNamespace(sup.Process.Pid)
-	run, err := lifecycle.Acquire(f.s, f.seat, f.session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: sup.Process.Pid, Start: start, Boot: boot, PIDNS: ns}})
+	run, err := lifecycle.Acquire(context.Background(), f.s, f.seat, f.session, claimstore.AcquireFields{Owner: claimstore.Owner{PID: sup.Process.Pid, Start: start, Boot: boot, PIDNS: ns}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +412,7 @@ func TestAdoptResumesStop(t *testing.T) {
 	unit := lifecycle.UnitFile(run.Claim.Record.UnitName())
 	// The stop request is recorded; the supervisor dies before it stops
 	// the unit.
-	if err := f.s.Advance(run.Claim, claimstore.Patch{State: claimstore.Stopping, Fields: map[string]any{"stop": map[string]any{"reason": "test"}}}); err != nil {
+	if err := f.s.Advance(context.Background(), run.Claim, claimstore.Patch{State: claimstore.Stopping, Fields: map[string]any{"stop": map[string]any{"reason": "test"}}}); err != nil {
 		t.Fatal(err)
 	}
 	um.Close()
@@ -435,7 +436,7 @@ func TestAdoptResumesStop(t *testing.T) {
 	if x.Status != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit %+v, want the SIGTERM of the resumed stop", x)
 	}
-	if err := run2.Release(); err != nil {
+	if err := run2.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := history(t, f.s, f.seat)
@@ -492,7 +493,7 @@ func TestUnitNameInUse(t *testing.T) {
 	m, um := dial(t)
 	f := newFixture(t)
 	owner, _ := f.s.Self(1)
-	run, err := lifecycle.Acquire(f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
+	run, err := lifecycle.Acquire(context.Background(), f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +511,7 @@ func TestUnitNameInUse(t *testing.T) {
 	if !errors.As(err, &ns) || !errors.As(err, &inUse) || inUse.Unit != unit {
 		t.Fatalf("Spawn with the unit's name taken: %v; want a NotStartedError for a UnitInUseError naming %s", err, unit)
 	}
-	if err := run.Release(); err != nil {
+	if err := run.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := history(t, f.s, f.seat)
@@ -525,7 +526,7 @@ func TestKillAfterOnSystemd(t *testing.T) {
 	m, um := dial(t)
 	f := newFixture(t)
 	owner, _ := f.s.Self(1)
-	run, err := lifecycle.Acquire(f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
+	run, err := lifecycle.Acquire(context.Background(), f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,7 +550,7 @@ func TestKillAfterOnSystemd(t *testing.T) {
 	if x.Signal != syscall.SIGKILL && x.Result != "timeout" {
 		t.Errorf("exit %+v; want the writer killed after the stop timeout", x)
 	}
-	if err := run.Release(); err != nil {
+	if err := run.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

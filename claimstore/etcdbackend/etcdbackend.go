@@ -31,6 +31,9 @@ type Options struct {
 	// PageSize is how many keys one range returns when listing. Default:
 	// 1000.
 	PageSize int64
+	// Root is the root's name in errors and findings, an etcd:// URL.
+	// Default: etcd://ENDPOINTS/PREFIX from the client's endpoints.
+	Root string
 }
 
 // Backend is the etcd backend: a claim root under a key prefix of an etcd
@@ -39,6 +42,7 @@ type Options struct {
 // transactions, not from locks.
 type Backend struct {
 	cli      *clientv3.Client
+	root     string // the etcd:// URL, for names
 	prefix   string // without a trailing "/"
 	timeout  time.Duration
 	resolve  time.Duration
@@ -69,7 +73,14 @@ func New(cli *clientv3.Client, prefix string, opts *Options) (*Backend, error) {
 	if !strings.HasPrefix(p, "/") || p == "" || strings.Contains(p, "//") || strings.ContainsAny(p, "\x00") {
 		return nil, fmt.Errorf("etcdbackend: key prefix %q: want a path such as /claims (a leading /, no empty or NUL component); the whole keyspace is never used as a root", prefix)
 	}
-	b := &Backend{cli: cli, prefix: p, timeout: opts.RequestTimeout, resolve: opts.ResolveTimeout, pageSize: opts.PageSize}
+	b := &Backend{cli: cli, root: opts.Root, prefix: p, timeout: opts.RequestTimeout, resolve: opts.ResolveTimeout, pageSize: opts.PageSize}
+	if b.root == "" {
+		var hosts []string
+		for _, ep := range cli.Endpoints() {
+			hosts = append(hosts, strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://"))
+		}
+		b.root = Scheme + strings.Join(hosts, ",") + p
+	}
 	if b.timeout <= 0 {
 		b.timeout = 5 * time.Second
 	}
@@ -81,6 +92,15 @@ func New(cli *clientv3.Client, prefix string, opts *Options) (*Backend, error) {
 	}
 	b.fence = newFenceID()
 	return b, nil
+}
+
+// Root implements storage.Backend: the root's etcd:// URL.
+func (b *Backend) Root() string { return b.root }
+
+// Path implements storage.Backend: the root's URL and the key path under
+// it, joined with "/" (etcd keys are not file paths).
+func (b *Backend) Path(elem ...string) string {
+	return strings.Join(append([]string{b.root}, elem...), "/")
 }
 
 // Prefix returns the key prefix the root lives under.
@@ -109,8 +129,10 @@ const ProofDir = "proofs"
 // fenceDir holds the fence keys of indeterminate publishes (see fencePut).
 const fenceDir = "fences"
 
-func (b *Backend) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), b.timeout)
+// ctx is one request's context: the caller's, bounded by RequestTimeout,
+// so that cancelling the operation cancels what is in flight.
+func (b *Backend) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, b.timeout)
 }
 
 func pathErr(op, key string, err error) error { return &fs.PathError{Op: op, Path: key, Err: err} }
@@ -119,47 +141,47 @@ func pathErr(op, key string, err error) error { return &fs.PathError{Op: op, Pat
 // of its history, sorted descending, limit 1: its cost does not depend on
 // the history's length. Keys in that range that are not revision names
 // (put there by hand) make it fall back to a listing.
-func (b *Backend) Head(loc storage.Loc) (uint64, []byte, error, error) {
-	if err := b.checkCopy(); err != nil {
-		return 0, nil, nil, err
+func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, error) {
+	if err := b.checkCopy(ctx); err != nil {
+		return 0, nil, err
 	}
-	ctx, cancel := b.ctx()
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
 	dir := b.KeyDir(loc)
-	resp, err := b.cli.Get(ctx, dir+storage.RevisionName(1), clientv3.WithRange(dir+storage.RevisionName(storage.MaxRevision)+"\x00"),
+	resp, err := b.cli.Get(rctx, dir+storage.RevisionName(1), clientv3.WithRange(dir+storage.RevisionName(storage.MaxRevision)+"\x00"),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
-		return 0, nil, nil, pathErr("read head", dir, err)
+		return 0, nil, pathErr("read head", dir, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return 0, nil, nil, nil
+		return 0, nil, nil
 	}
 	kv := resp.Kvs[0]
 	n, ok := storage.ParseRevisionName(strings.TrimPrefix(string(kv.Key), dir))
 	if !ok {
 		// A hand-written key such as r0000000009.json.bak sorts among
 		// the revisions: find the highest real one by listing.
-		revs, _, err := b.List(loc)
+		revs, _, err := b.List(ctx, loc)
 		if err != nil {
-			return 0, nil, nil, err
+			return 0, nil, err
 		}
 		if len(revs) == 0 {
-			return 0, nil, nil, nil
+			return 0, nil, nil
 		}
 		n = revs[len(revs)-1]
-		data, err := b.Read(loc, n)
+		data, err := b.Read(ctx, loc, n)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return 0, nil, nil, err
+				return 0, nil, err
 			}
-			return n, nil, err, nil
+			return n, nil, &storage.ReadError{N: n, Err: err}
 		}
-		return n, data, nil, nil
+		return n, data, nil
 	}
 	if len(kv.Value) > storage.MaxRecordSize {
-		return n, nil, tooLarge(string(kv.Key), len(kv.Value)), nil
+		return n, nil, &storage.ReadError{N: n, Err: tooLarge(string(kv.Key), len(kv.Value))}
 	}
-	return n, kv.Value, nil, nil
+	return n, kv.Value, nil
 }
 
 func tooLarge(key string, size int) error {
@@ -168,17 +190,17 @@ func tooLarge(key string, size int) error {
 
 // Read returns revision n of loc; an absent revision is an error wrapping
 // fs.ErrNotExist.
-func (b *Backend) Read(loc storage.Loc, n uint64) ([]byte, error) {
-	if err := b.checkCopy(); err != nil {
+func (b *Backend) Read(ctx context.Context, loc storage.Loc, n uint64) ([]byte, error) {
+	if err := b.checkCopy(ctx); err != nil {
 		return nil, err
 	}
-	return b.get(b.RevisionKey(loc, n))
+	return b.get(ctx, b.RevisionKey(loc, n))
 }
 
-func (b *Backend) get(key string) ([]byte, error) {
-	ctx, cancel := b.ctx()
+func (b *Backend) get(ctx context.Context, key string) ([]byte, error) {
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(ctx, key)
+	resp, err := b.cli.Get(rctx, key)
 	if err != nil {
 		return nil, pathErr("read", key, err)
 	}
@@ -195,12 +217,12 @@ func (b *Backend) get(key string) ([]byte, error) {
 // ends in "/"), calling each with the part after dir. each returns the
 // key to resume from (the next page starts at it), or "" to go on after
 // the key just seen.
-func (b *Backend) keys(dir string, each func(rest string) (skipTo string)) error {
+func (b *Backend) keys(ctx context.Context, dir string, each func(rest string) (skipTo string)) error {
 	end := clientv3.GetPrefixRangeEnd(dir)
 	from := dir
 	for {
-		ctx, cancel := b.ctx()
-		resp, err := b.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(),
+		rctx, cancel := b.ctx(ctx)
+		resp, err := b.cli.Get(rctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(b.pageSize))
 		cancel()
 		if err != nil {
@@ -232,14 +254,14 @@ func (b *Backend) keys(dir string, each func(rest string) (skipTo string)) error
 // List returns loc's revision numbers in ascending order and the other
 // names under its key prefix (the first path component of each), with
 // keys-only, paginated ranges.
-func (b *Backend) List(loc storage.Loc) ([]uint64, []string, error) {
-	if err := b.checkCopy(); err != nil {
+func (b *Backend) List(ctx context.Context, loc storage.Loc) ([]uint64, []string, error) {
+	if err := b.checkCopy(ctx); err != nil {
 		return nil, nil, err
 	}
 	var revs []uint64
 	var other []string
 	seen := map[string]bool{}
-	err := b.keys(b.KeyDir(loc), func(rest string) string {
+	err := b.keys(ctx, b.KeyDir(loc), func(rest string) string {
 		if n, ok := storage.ParseRevisionName(rest); ok {
 			revs = append(revs, n)
 			return ""
@@ -265,12 +287,12 @@ func (b *Backend) List(loc storage.Loc) ([]uint64, []string, error) {
 // Locs returns every key of kind that has a history: the distinct hashes
 // under <prefix>/<kind>/, skipping each key's revisions once its hash is
 // seen, so that a page covers many keys whatever their histories.
-func (b *Backend) Locs(kind storage.Kind) ([]storage.Loc, error) {
-	if err := b.checkCopy(); err != nil {
+func (b *Backend) Locs(ctx context.Context, kind storage.Kind) ([]storage.Loc, error) {
+	if err := b.checkCopy(ctx); err != nil {
 		return nil, err
 	}
 	var out []storage.Loc
-	err := b.keys(b.prefix+"/"+string(kind)+"/", func(rest string) string {
+	err := b.keys(ctx, b.prefix+"/"+string(kind)+"/", func(rest string) string {
 		name, _, _ := strings.Cut(rest, "/")
 		if storage.IsKeyHash(name) {
 			out = append(out, storage.Loc{Kind: kind, Hash: name})
@@ -283,16 +305,16 @@ func (b *Backend) Locs(kind storage.Kind) ([]storage.Loc, error) {
 // Sync returns nil: etcd serves reads linearizably from what a quorum has
 // committed (and fsynced to its log), so whatever a reader sees is as
 // durable as anything the cluster acknowledged.
-func (b *Backend) Sync(storage.Loc, uint64) error { return nil }
+func (b *Backend) Sync(context.Context, storage.Loc, uint64) error { return nil }
 
 // WriteProof stores a proof under id exclusively, as Publish stores a
 // revision; an existing id is an error wrapping fs.ErrExist.
-func (b *Backend) WriteProof(id string, data []byte) error {
-	if err := b.checkCopy(); err != nil {
+func (b *Backend) WriteProof(ctx context.Context, id string, data []byte) error {
+	if err := b.checkCopy(ctx); err != nil {
 		return err
 	}
 	key := b.ProofKey(id)
-	err := b.create(key, data)
+	err := b.create(ctx, key, data)
 	if errors.Is(err, storage.ErrRevisionExists) {
 		return pathErr("write proof", key, fs.ErrExist)
 	}
@@ -301,20 +323,20 @@ func (b *Backend) WriteProof(id string, data []byte) error {
 
 // ReadProof returns the proof with id; an absent one is an error wrapping
 // fs.ErrNotExist.
-func (b *Backend) ReadProof(id string) ([]byte, error) {
-	if err := b.checkCopy(); err != nil {
+func (b *Backend) ReadProof(ctx context.Context, id string) ([]byte, error) {
+	if err := b.checkCopy(ctx); err != nil {
 		return nil, err
 	}
-	return b.get(b.ProofKey(id))
+	return b.get(ctx, b.ProofKey(id))
 }
 
 // Proofs lists the ids of the proofs under <prefix>/proofs/.
-func (b *Backend) Proofs() ([]string, error) {
-	if err := b.checkCopy(); err != nil {
+func (b *Backend) Proofs(ctx context.Context) ([]string, error) {
+	if err := b.checkCopy(ctx); err != nil {
 		return nil, err
 	}
 	var ids []string
-	err := b.keys(b.prefix+"/"+ProofDir+"/", func(rest string) string {
+	err := b.keys(ctx, b.prefix+"/"+ProofDir+"/", func(rest string) string {
 		if id, ok := strings.CutSuffix(rest, ".json"); ok && !strings.Contains(id, "/") {
 			ids = append(ids, id)
 		}
@@ -327,18 +349,19 @@ func (b *Backend) Proofs() ([]string, error) {
 // never created Then put it. The hook sees temp-written and temp-synced
 // before the transaction (nothing is visible yet) and linked and
 // dir-synced after it succeeded (it is committed by a quorum at once).
-func (b *Backend) Publish(loc storage.Loc, n uint64, data []byte, hook func(storage.Barrier) error) error {
-	p, err := b.Prepare(loc, n, data, hook)
+func (b *Backend) Publish(ctx context.Context, loc storage.Loc, n uint64, data []byte, hook func(storage.Barrier) error) error {
+	p, err := b.Prepare(ctx, loc, n, data, hook)
 	if err != nil {
 		return err
 	}
-	return p.Commit()
+	defer p.Abort()
+	return p.Commit(ctx)
 }
 
 // Prepare checks the revision number and calls the hook's first two
 // barriers; there is nothing to write before the transaction.
-func (b *Backend) Prepare(loc storage.Loc, n uint64, data []byte, hook func(storage.Barrier) error) (storage.Prepared, error) {
-	if err := b.checkCopy(); err != nil {
+func (b *Backend) Prepare(ctx context.Context, loc storage.Loc, n uint64, data []byte, hook func(storage.Barrier) error) (storage.Prepared, error) {
+	if err := b.checkCopy(ctx); err != nil {
 		return nil, err
 	}
 	if n == 0 || n > storage.MaxRevision {
@@ -368,12 +391,12 @@ type prepared struct {
 
 func (p *prepared) Abort() { p.done = true }
 
-func (p *prepared) Commit() error {
+func (p *prepared) Commit(ctx context.Context) error {
 	if p.done {
 		return errors.New("etcdbackend: Commit of a prepared revision already committed or aborted")
 	}
 	p.done = true
-	if err := p.b.create(p.key, p.data); err != nil {
+	if err := p.b.create(ctx, p.key, p.data); err != nil {
 		return err
 	}
 	for _, bar := range []storage.Barrier{storage.BarrierLinked, storage.BarrierDirSynced} {
@@ -448,12 +471,12 @@ func (b *Backend) rotateFence(old string) {
 //
 // Every error of the transaction is treated as indeterminate: resolving a
 // definite failure by reading back costs a read and is never wrong.
-func (b *Backend) create(key string, data []byte) error {
+func (b *Backend) create(ctx context.Context, key string, data []byte) error {
 	var cause error
 	for attempt := 0; attempt < 3; attempt++ {
 		fence := b.currentFence()
-		ctx, cancel := b.ctx()
-		resp, err := b.createTxn(ctx, key, data, fence)
+		rctx, cancel := b.ctx(ctx)
+		resp, err := b.createTxn(rctx, key, data, fence)
 		cancel()
 		if err == nil {
 			if resp.Succeeded {
@@ -469,7 +492,7 @@ func (b *Backend) create(key string, data []byte) error {
 			continue
 		}
 		cause = err
-		published, err := b.resolveLost(key, data, fence, err)
+		published, err := b.resolveLost(ctx, key, data, fence, err)
 		if err != nil || published {
 			return err
 		}
@@ -491,7 +514,7 @@ func (b *Backend) createTxn(ctx context.Context, key string, data []byte, fence 
 // sent under fence: true when it was published, false when it was not and
 // cannot be any more, or an error (ErrRevisionExists for a lost race, an
 // *IndeterminateError when the cluster cannot be read back in time).
-func (b *Backend) resolveLost(key string, data []byte, fence string, cause error) (bool, error) {
+func (b *Backend) resolveLost(ctx context.Context, key string, data []byte, fence string, cause error) (bool, error) {
 	deadline := time.Now().Add(b.resolve)
 	last := cause
 	fenced := false
@@ -499,8 +522,13 @@ func (b *Backend) resolveLost(key string, data []byte, fence string, cause error
 		if time.Now().After(deadline) {
 			return false, &IndeterminateError{Key: key, Cause: cause, Last: last}
 		}
-		ctx, cancel := b.ctx()
-		resp, err := b.cli.Get(ctx, key)
+		if err := ctx.Err(); err != nil {
+			// Cancelled: undecided, as after a crash; the next read of
+			// the key decides. The fence, if put, stays put.
+			return false, &IndeterminateError{Key: key, Cause: cause, Last: err}
+		}
+		rctx, cancel := b.ctx(ctx)
+		resp, err := b.cli.Get(rctx, key)
 		cancel()
 		switch {
 		case err != nil:
@@ -512,8 +540,8 @@ func (b *Backend) resolveLost(key string, data []byte, fence string, cause error
 		case fenced:
 			return false, nil
 		default:
-			ctx, cancel := b.ctx()
-			_, err := b.cli.Put(ctx, b.fenceKey(fence), "")
+			rctx, cancel := b.ctx(ctx)
+			_, err := b.cli.Put(rctx, b.fenceKey(fence), "")
 			cancel()
 			if err == nil {
 				fenced = true
@@ -522,6 +550,9 @@ func (b *Backend) resolveLost(key string, data []byte, fence string, cause error
 			}
 			last = err
 		}
-		time.Sleep(delay)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+		}
 	}
 }

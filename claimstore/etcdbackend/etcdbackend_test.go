@@ -35,29 +35,29 @@ func newBackend(t *testing.T, cli *clientv3.Client, opts *etcdbackend.Options) *
 func TestContract(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	b := newBackend(t, c.Client(t), nil)
-	if n, data, rerr, err := b.Head(loc); n != 0 || data != nil || rerr != nil || err != nil {
-		t.Fatalf("Head of an empty key = %d, %q, %v, %v", n, data, rerr, err)
+	if n, data, err := b.Head(context.Background(), loc); n != 0 || data != nil || err != nil {
+		t.Fatalf("Head of an empty key = %d, %q, %v", n, data, err)
 	}
 	var seen []storage.Barrier
 	hook := func(bar storage.Barrier) error { seen = append(seen, bar); return nil }
 	for n := uint64(1); n <= 3; n++ {
-		if err := b.Publish(loc, n, fmt.Appendf(nil, "rec %d\n", n), hook); err != nil {
+		if err := b.Publish(context.Background(), loc, n, fmt.Appendf(nil, "rec %d\n", n), hook); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if diff := cmp.Diff([]storage.Barrier{"temp-written", "temp-synced", "linked", "dir-synced"}, seen[:4]); diff != "" {
 		t.Errorf("barriers (-want +got):\n%s", diff)
 	}
-	err := b.Publish(loc, 2, []byte("other\n"), nil)
+	err := b.Publish(context.Background(), loc, 2, []byte("other\n"), nil)
 	var pe *fs.PathError
 	if !errors.Is(err, storage.ErrRevisionExists) || !errors.As(err, &pe) || pe.Path != b.RevisionKey(loc, 2) {
 		t.Fatalf("second publish of 2: %v, want ErrRevisionExists naming %s", err, b.RevisionKey(loc, 2))
 	}
-	if got, _ := b.Read(loc, 2); !bytes.Equal(got, []byte("rec 2\n")) {
+	if got, _ := b.Read(context.Background(), loc, 2); !bytes.Equal(got, []byte("rec 2\n")) {
 		t.Errorf("revision 2 = %q after a lost race", got)
 	}
 	for _, n := range []uint64{0, storage.MaxRevision + 1} {
-		if err := b.Publish(loc, n, []byte("x"), nil); err == nil {
+		if err := b.Publish(context.Background(), loc, n, []byte("x"), nil); err == nil {
 			t.Errorf("Publish of revision %d succeeded; it is out of range", n)
 		}
 	}
@@ -68,11 +68,11 @@ func TestContract(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, data, rerr, err := b.Head(loc)
-	if n != 3 || string(data) != "rec 3\n" || rerr != nil || err != nil {
-		t.Errorf("Head = %d, %q, %v, %v; want 3", n, data, rerr, err)
+	n, data, err := b.Head(context.Background(), loc)
+	if n != 3 || string(data) != "rec 3\n" || err != nil {
+		t.Errorf("Head = %d, %q, %v; want 3", n, data, err)
 	}
-	revs, other, err := b.List(loc)
+	revs, other, err := b.List(context.Background(), loc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestContract(t *testing.T) {
 	if diff := cmp.Diff([]string{"notes.txt", "r0000000000.json", "r0000000003.json.bak", "r1.json", "zz"}, other); diff != "" {
 		t.Errorf("List other (-want +got):\n%s", diff)
 	}
-	if _, err := b.Read(loc, 9); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := b.Read(context.Background(), loc, 9); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Read of a missing revision: %v, want fs.ErrNotExist", err)
 	}
 	// Locs: many keys, long histories, small pages.
@@ -92,7 +92,7 @@ func TestContract(t *testing.T) {
 		l := storage.Loc{Kind: storage.KindSeat, Hash: fmt.Sprintf("%032x", i)}
 		want = append(want, l)
 		for n := uint64(1); n <= 3; n++ {
-			if err := small.Publish(l, n, []byte("x"), nil); err != nil {
+			if err := small.Publish(context.Background(), l, n, []byte("x"), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -100,30 +100,30 @@ func TestContract(t *testing.T) {
 	if _, err := cli.Put(context.Background(), small.Prefix()+"/seat/not-a-hash/r0000000001.json", "x"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := small.Locs(storage.KindSeat)
+	got, err := small.Locs(context.Background(), storage.KindSeat)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Locs (-want +got):\n%s", diff)
 	}
-	if revs, _, _ := small.List(want[4]); len(revs) != 3 {
+	if revs, _, _ := small.List(context.Background(), want[4]); len(revs) != 3 {
 		t.Errorf("List with pages of 2: %v", revs)
 	}
 	// Proofs: create-if-absent, fs.ErrExist on a second write.
-	if err := b.WriteProof("boot-1", []byte("p1\n")); err != nil {
+	if err := b.WriteProof(context.Background(), "boot-1", []byte("p1\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.WriteProof("boot-1", []byte("p2\n")); !errors.Is(err, fs.ErrExist) {
+	if err := b.WriteProof(context.Background(), "boot-1", []byte("p2\n")); !errors.Is(err, fs.ErrExist) {
 		t.Errorf("second WriteProof: %v, want fs.ErrExist", err)
 	}
-	if got, err := b.ReadProof("boot-1"); err != nil || string(got) != "p1\n" {
+	if got, err := b.ReadProof(context.Background(), "boot-1"); err != nil || string(got) != "p1\n" {
 		t.Errorf("ReadProof = %q, %v", got, err)
 	}
-	if _, err := b.ReadProof("boot-2"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := b.ReadProof(context.Background(), "boot-2"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadProof of a missing proof: %v", err)
 	}
-	if ids, err := b.Proofs(); err != nil || !cmp.Equal(ids, []string{"boot-1"}) {
+	if ids, err := b.Proofs(context.Background()); err != nil || !cmp.Equal(ids, []string{"boot-1"}) {
 		t.Errorf("Proofs = %v, %v", ids, err)
 	}
 	if _, err := etcdbackend.New(cli, "", nil); err == nil {
@@ -148,7 +148,7 @@ func TestRacingPublishers(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = b.Publish(loc, n, fmt.Appendf(nil, "writer %d\n", i), nil)
+				errs[i] = b.Publish(context.Background(), loc, n, fmt.Appendf(nil, "writer %d\n", i), nil)
 			}()
 		}
 		wg.Wait()
@@ -164,7 +164,7 @@ func TestRacingPublishers(t *testing.T) {
 			}
 		}
 		b, _ := etcdbackend.New(c.Client(t), prefix, nil)
-		if got, err := b.Read(loc, n); err != nil || string(got) != fmt.Sprintf("writer %d\n", winner) {
+		if got, err := b.Read(context.Background(), loc, n); err != nil || string(got) != fmt.Sprintf("writer %d\n", winner) {
 			t.Fatalf("revision %d = %q, %v; winner was %d", n, got, err, winner)
 		}
 	}
@@ -197,7 +197,7 @@ func TestLostReply(t *testing.T) {
 				other, _ := etcdbackend.New(direct, prefix, nil)
 				// Warm the connection so that the next bytes the client
 				// sends are the transaction.
-				if _, _, _, err := b.Head(loc); err != nil {
+				if _, _, err := b.Head(context.Background(), loc); err != nil {
 					t.Fatal(err)
 				}
 				mine, theirs := []byte("mine\n"), []byte("theirs\n")
@@ -206,13 +206,13 @@ func TestLostReply(t *testing.T) {
 					// The rival publishes while ours is lost or held.
 					go func() {
 						<-fired
-						_ = other.Publish(loc, 1, theirs, nil)
+						_ = other.Publish(context.Background(), loc, 1, theirs, nil)
 					}()
 				}
-				err = b.Publish(loc, 1, mine, nil)
+				err = b.Publish(context.Background(), loc, 1, mine, nil)
 				if rival && cut == etcdtest.CutAfterRequest {
 					// Ours reached the server first: the rival loses.
-					if rerr := other.Publish(loc, 1, theirs, nil); !errors.Is(rerr, storage.ErrRevisionExists) {
+					if rerr := other.Publish(context.Background(), loc, 1, theirs, nil); !errors.Is(rerr, storage.ErrRevisionExists) {
 						t.Errorf("rival after ours: %v", rerr)
 					}
 				}
@@ -222,7 +222,7 @@ func TestLostReply(t *testing.T) {
 					t.Fatalf("the proxy never cut (publish returned %v)", err)
 				}
 				check := func(when string) {
-					got, rerr := other.Read(loc, 1)
+					got, rerr := other.Read(context.Background(), loc, 1)
 					switch {
 					case err == nil:
 						if !bytes.Equal(got, mine) {

@@ -24,7 +24,7 @@ func TestFenceStopsALateRequest(t *testing.T) {
 	loc := storage.Loc{Kind: storage.KindSeat, Hash: "0123456789abcdef0123456789abcdef"}
 	key, data := b.RevisionKey(loc, 1), []byte("late\n")
 	fence := b.currentFence()
-	published, err := b.resolveLost(key, data, fence, errors.New("reply lost"))
+	published, err := b.resolveLost(context.Background(), key, data, fence, errors.New("reply lost"))
 	if err != nil || published {
 		t.Fatalf("resolveLost of a request that never arrived = %v, %v; want not published", published, err)
 	}
@@ -39,19 +39,19 @@ func TestFenceStopsALateRequest(t *testing.T) {
 	if resp.Succeeded {
 		t.Fatal("the late request published after it was resolved as not published")
 	}
-	if _, err := b.Read(loc, 1); err == nil {
+	if _, err := b.Read(context.Background(), loc, 1); err == nil {
 		t.Fatal("revision 1 exists after the late request")
 	}
 	// Under the new fence, publishing works.
-	if err := b.Publish(loc, 1, data, nil); err != nil {
+	if err := b.Publish(context.Background(), loc, 1, data, nil); err != nil {
 		t.Fatal(err)
 	}
 	// And a request that was applied before its reply was lost reads as
 	// published, another writer's as a lost race.
-	if published, err := b.resolveLost(key, data, b.currentFence(), errors.New("reply lost")); err != nil || !published {
+	if published, err := b.resolveLost(context.Background(), key, data, b.currentFence(), errors.New("reply lost")); err != nil || !published {
 		t.Errorf("resolveLost of an applied request = %v, %v; want published", published, err)
 	}
-	if _, err := b.resolveLost(key, []byte("other\n"), b.currentFence(), errors.New("reply lost")); !errors.Is(err, storage.ErrRevisionExists) {
+	if _, err := b.resolveLost(context.Background(), key, []byte("other\n"), b.currentFence(), errors.New("reply lost")); !errors.Is(err, storage.ErrRevisionExists) {
 		t.Errorf("resolveLost against another's revision: %v; want ErrRevisionExists", err)
 	}
 }

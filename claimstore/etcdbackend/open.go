@@ -50,7 +50,7 @@ type Config struct {
 // Open connects to the cluster of an etcd root URL and returns its
 // backend; Close closes the connection. It fails, naming the endpoints,
 // when no endpoint answers within DialTimeout.
-func Open(root string, cfg *Config) (*Backend, error) {
+func Open(ctx context.Context, root string, cfg *Config) (*Backend, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
@@ -73,7 +73,7 @@ func Open(root string, cfg *Config) (*Backend, error) {
 	// clientv3.New returns before any endpoint answered; a status
 	// request tells a dead cluster apart at once rather than at the
 	// first read.
-	ctx, cancel := context.WithTimeout(context.Background(), dial)
+	ctx, cancel := context.WithTimeout(ctx, dial)
 	defer cancel()
 	var reached error = errors.New("no endpoint answered")
 	for _, ep := range endpoints {
@@ -88,7 +88,7 @@ func Open(root string, cfg *Config) (*Backend, error) {
 		cli.Close()
 		return nil, fmt.Errorf("etcd root %s: no endpoint of %s answered within %v: %w", root, strings.Join(endpoints, ","), dial, reached)
 	}
-	b, err := New(cli, prefix, &Options{RequestTimeout: cfg.RequestTimeout})
+	b, err := New(cli, prefix, &Options{RequestTimeout: cfg.RequestTimeout, Root: root})
 	if err != nil {
 		cli.Close()
 		return nil, err

@@ -1,6 +1,7 @@
 package etcdbackend_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -36,22 +37,22 @@ func TestParseRoot(t *testing.T) {
 // TLS files fail before dialling, naming the flag.
 func TestOpen(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	b, err := etcdbackend.Open("etcd://"+c.Hosts()[0]+"/open", nil)
+	b, err := etcdbackend.Open(context.Background(), "etcd://"+c.Hosts()[0]+"/open", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	loc := storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("a", 32)}
-	if err := b.Publish(loc, 1, []byte("x\n"), nil); err != nil {
+	if err := b.Publish(context.Background(), loc, 1, []byte("x\n"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if n, _, _, err := b.Head(loc); n != 1 || err != nil {
+	if n, _, err := b.Head(context.Background(), loc); n != 1 || err != nil {
 		t.Errorf("Head = %d, %v", n, err)
 	}
 
 	dead := etcdtest.NewProxy(t, "127.0.0.1:1") // accepts, then cannot reach anything
 	start := time.Now()
-	_, err = etcdbackend.Open("etcd://"+dead.Addr()+"/p", &etcdbackend.Config{DialTimeout: 500 * time.Millisecond})
+	_, err = etcdbackend.Open(context.Background(), "etcd://"+dead.Addr()+"/p", &etcdbackend.Config{DialTimeout: 500 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), dead.Addr()) || time.Since(start) > 5*time.Second {
 		t.Errorf("Open of a dead root: %v after %v; want an error naming %s within the dial timeout", err, time.Since(start), dead.Addr())
 	}
@@ -70,7 +71,7 @@ func TestOpen(t *testing.T) {
 		{etcdbackend.Config{CACert: junk}, "holds no PEM certificate"},
 		{etcdbackend.Config{Cert: junk, Key: junk}, "--cert " + junk},
 	} {
-		if _, err := etcdbackend.Open("etcd://"+c.Hosts()[0]+"/p", &tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := etcdbackend.Open(context.Background(), "etcd://"+c.Hosts()[0]+"/p", &tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Open with %+v: %v, want %q", tt.cfg, err, tt.want)
 		}
 	}
@@ -82,23 +83,23 @@ func TestOpen(t *testing.T) {
 func TestOpenTLS(t *testing.T) {
 	c, f := etcdtest.StartTLS(t)
 	root := "etcd://" + c.Hosts()[0] + "/tls"
-	b, err := etcdbackend.Open(root, &etcdbackend.Config{CACert: f.CACert, Cert: f.ClientCert, Key: f.ClientKey})
+	b, err := etcdbackend.Open(context.Background(), root, &etcdbackend.Config{CACert: f.CACert, Cert: f.ClientCert, Key: f.ClientKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	loc := storage.Loc{Kind: storage.KindSession, Hash: strings.Repeat("b", 32)}
-	if err := b.Publish(loc, 1, []byte("x\n"), nil); err != nil {
+	if err := b.Publish(context.Background(), loc, 1, []byte("x\n"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.Read(loc, 1); err != nil || string(got) != "x\n" {
+	if got, err := b.Read(context.Background(), loc, 1); err != nil || string(got) != "x\n" {
 		t.Errorf("Read over TLS = %q, %v", got, err)
 	}
 	for name, cfg := range map[string]*etcdbackend.Config{
 		"no client certificate": {CACert: f.CACert, DialTimeout: time.Second},
 		"no TLS":                {DialTimeout: time.Second},
 	} {
-		if b, err := etcdbackend.Open(root, cfg); err == nil {
+		if b, err := etcdbackend.Open(context.Background(), root, cfg); err == nil {
 			b.Close()
 			t.Errorf("%s: Open succeeded", name)
 		}

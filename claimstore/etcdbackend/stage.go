@@ -1,6 +1,7 @@
 package etcdbackend
 
 import (
+	"context"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,7 +28,7 @@ var _ storage.Stager = (*Backend)(nil)
 // cluster once per backend: a root is marked only while a copy builds it,
 // before anyone uses it, so a backend that found no mark needs no other
 // look.
-func (b *Backend) checkCopy() error {
+func (b *Backend) checkCopy(ctx context.Context) error {
 	if b.staging {
 		return nil
 	}
@@ -37,9 +38,9 @@ func (b *Backend) checkCopy() error {
 	if ok {
 		return nil
 	}
-	ctx, cancel := b.ctx()
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(ctx, b.markKey(), clientv3.WithKeysOnly())
+	resp, err := b.cli.Get(rctx, b.markKey(), clientv3.WithKeysOnly())
 	if err != nil {
 		return pathErr("read", b.markKey(), err)
 	}
@@ -54,10 +55,10 @@ func (b *Backend) checkCopy() error {
 
 // Stage implements storage.Stager: it marks the prefix unfinished, if it
 // holds nothing, or takes up the unfinished copy marked there.
-func (b *Backend) Stage() (storage.Staged, error) {
-	ctx, cancel := b.ctx()
+func (b *Backend) Stage(ctx context.Context) (storage.Staged, error) {
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(ctx, b.markKey(), clientv3.WithKeysOnly())
+	resp, err := b.cli.Get(rctx, b.markKey(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, pathErr("read", b.markKey(), err)
 	}
@@ -65,7 +66,7 @@ func (b *Backend) Stage() (storage.Staged, error) {
 		// Marked only if nothing at all is under the prefix: a compare
 		// over a range holds when every key in it does, and an empty range
 		// has none.
-		txn, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(b.prefix+"/"), "=", 0).WithPrefix()).
+		txn, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(b.prefix+"/"), "=", 0).WithPrefix()).
 			Then(clientv3.OpPut(b.markKey(), "")).Commit()
 		if err != nil {
 			return nil, pathErr("copy into", b.prefix, err)
@@ -74,7 +75,7 @@ func (b *Backend) Stage() (storage.Staged, error) {
 			return nil, pathErr("copy into", b.prefix, fmt.Errorf("%w: keys exist under the prefix; copy into an empty prefix", storage.ErrNotEmpty))
 		}
 	}
-	sb := &Backend{cli: b.cli, prefix: b.prefix, timeout: b.timeout, resolve: b.resolve, pageSize: b.pageSize, staging: true, fence: newFenceID()}
+	sb := &Backend{cli: b.cli, root: b.root, prefix: b.prefix, timeout: b.timeout, resolve: b.resolve, pageSize: b.pageSize, staging: true, fence: newFenceID()}
 	return &staged{Backend: sb}, nil
 }
 
@@ -83,10 +84,10 @@ func (b *Backend) Stage() (storage.Staged, error) {
 type staged struct{ *Backend }
 
 // Commit deletes the mark: the root is then a root.
-func (s *staged) Commit() error {
-	ctx, cancel := s.ctx()
+func (s *staged) Commit(ctx context.Context) error {
+	rctx, cancel := s.ctx(ctx)
 	defer cancel()
-	if _, err := s.cli.Delete(ctx, s.markKey()); err != nil {
+	if _, err := s.cli.Delete(rctx, s.markKey()); err != nil {
 		return pathErr("finish copy", s.markKey(), err)
 	}
 	return nil
@@ -94,10 +95,10 @@ func (s *staged) Commit() error {
 
 // Unstage implements storage.Stager: if the prefix is marked unfinished,
 // everything under it goes, in one transaction guarded on the mark.
-func (b *Backend) Unstage() error {
-	ctx, cancel := b.ctx()
+func (b *Backend) Unstage(ctx context.Context) error {
+	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	txn, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(b.markKey()), ">", 0)).
+	txn, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(b.markKey()), ">", 0)).
 		Then(clientv3.OpDelete(b.prefix+"/", clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return pathErr("remove unfinished copy", b.prefix, err)

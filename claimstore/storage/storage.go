@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,6 +15,39 @@ const (
 	KindSeat    Kind = "seat"
 	KindSession Kind = "session"
 )
+
+// ErrUnsafeRoot is returned when the claim root is a symlink, not a
+// directory, or writable by another user: a root that cannot promise
+// exclusion is refused, not used.
+var ErrUnsafeRoot = errors.New("unsafe claim root")
+
+// ErrUnsafePath is returned when a path under the root cannot be trusted: a
+// key directory, proofs/ or a revision or proof file that is a symlink, not
+// the kind of file the format says it is, owned by another user than the
+// root's, or writable by group or others. Such a key reads as damaged
+// (held); the store never follows the link and never publishes into such a
+// directory.
+var ErrUnsafePath = errors.New("unsafe path in claim root")
+
+// ErrSyncFailed is returned, wrapping the cause, by every write of a
+// backend after an fsync failed. A failed fsync may have lost the write
+// while the page cache still shows it (Linux may drop the dirty pages and
+// report the error once, to this process only), so nothing that depends on
+// it is ever acknowledged. Other processes cannot see the loss either:
+// treat the disk as failing, and reboot (which empties the page cache)
+// before trusting what the root shows.
+var ErrSyncFailed = errors.New("an fsync failed; the store no longer acknowledges writes")
+
+// DamageError says why a revision (or a proof) is damaged. The key holding
+// it reads as Uncertain until an operator repairs it.
+type DamageError struct {
+	Reason string
+	Err    error // the cause, when the damage comes from outside the record (a proof)
+}
+
+func (e *DamageError) Error() string { return "damaged revision: " + e.Reason }
+
+func (e *DamageError) Unwrap() error { return e.Err }
 
 // ErrRevisionExists is returned by Backend.Publish when the revision
 // number is already taken by another writer's record. The store treats it
@@ -66,19 +100,42 @@ const (
 var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, BarrierDirSynced, BarrierBetweenKeys}
 
 // Backend is what a claim store needs of its storage: publish revision n of
-// a key exclusively and durably, read a key's head, list its history, and
-// list keys. Everything above it (records, states, the pair, refusals,
-// classify) is the same for any backend; a backend on a distributed engine
-// implements these same five methods with the same guarantees.
+// a key exclusively and durably, read a key's head, list its history, list
+// keys, store proofs, and name things. Everything above it (records,
+// states, the pair, refusals, classify) is the same for any backend; a
+// backend on another engine implements these methods with the same
+// guarantees, and the behavioural suite (forBackends in claimstore's tests)
+// is what it must pass.
+//
+// Every method takes a context first: its deadline bounds the call, and
+// cancelling it stops what is in flight. A cancelled write leaves what a
+// crash at that point leaves (nothing published, or published and
+// durable, or — on a backend whose request may still land — decided later
+// by reading back, never guessed). The methods are safe for concurrent use.
+//
+// Optional capabilities are the named interfaces below (Censuser,
+// OwnHeadChecker, WalkSyncer, Stager, LayoutChecker), found by assertion;
+// each says what the store does without it.
 type Backend interface {
-	// Head returns the number and contents of loc's highest revision, or
-	// 0 and nil when loc has none. data is nil with a non-nil readErr when
-	// the revision exists but cannot be read; err is for failures to
-	// determine the head at all.
-	Head(loc Loc) (n uint64, data []byte, readErr, err error)
+	// Root names the root as a person gives it: a directory's path, or an
+	// etcd:// URL.
+	Root() string
 
-	// Read returns the contents of revision n of loc.
-	Read(loc Loc, n uint64) ([]byte, error)
+	// Path names something under the root, as errors and findings show
+	// it: elem joined to the root (a file path, or the root URL and the
+	// key path under it).
+	Path(elem ...string) string
+
+	// Head returns the number and contents of loc's highest revision, or
+	// 0 and nil when loc has none. When the revision exists but cannot be
+	// read (damaged, untrusted, too large), the error is a *ReadError
+	// naming its number; any other error means the head could not be
+	// determined at all.
+	Head(ctx context.Context, loc Loc) (n uint64, data []byte, err error)
+
+	// Read returns the contents of revision n of loc; an absent revision
+	// is an error wrapping fs.ErrNotExist.
+	Read(ctx context.Context, loc Loc, n uint64) ([]byte, error)
 
 	// Publish makes data revision n of loc. Exactly one publisher wins each
 	// number: the others get an error wrapping ErrRevisionExists. When
@@ -86,7 +143,7 @@ type Backend interface {
 	// to anything but data. hook is called at the barrier points (nil: no
 	// hook) with the barrier only; the store fills in the rest. It is
 	// Prepare followed by Commit.
-	Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error
+	Publish(ctx context.Context, loc Loc, n uint64, data []byte, hook func(Barrier) error) error
 
 	// Prepare does what of Publish can be done before the exclusive step
 	// (for the directory backend: directories made, a temporary written
@@ -94,14 +151,14 @@ type Backend interface {
 	// overlap other work; Commit on the result does the rest (linked,
 	// dir-synced). Nothing is visible to readers before Commit. Prepare
 	// and Commit may run concurrently with any other method.
-	Prepare(loc Loc, n uint64, data []byte, hook func(Barrier) error) (Prepared, error)
+	Prepare(ctx context.Context, loc Loc, n uint64, data []byte, hook func(Barrier) error) (Prepared, error)
 
 	// List returns the revision numbers of loc in ascending order, and
 	// the names in its directory that are not revisions.
-	List(loc Loc) (revs []uint64, other []string, err error)
+	List(ctx context.Context, loc Loc) (revs []uint64, other []string, err error)
 
 	// Locs returns every key of the given kind that has a history.
-	Locs(kind Kind) ([]Loc, error)
+	Locs(ctx context.Context, kind Kind) ([]Loc, error)
 
 	// Sync makes revision n of loc, and every revision below it, durable
 	// as they can be read now, whoever published them: a writer that
@@ -110,15 +167,125 @@ type Backend interface {
 	// A decision that frees, completes or publishes on the strength of a
 	// head it read calls Sync on that head first. A backend whose reads
 	// only ever see durable data (a consensus store) returns nil.
-	Sync(loc Loc, n uint64) error
+	Sync(ctx context.Context, loc Loc, n uint64) error
 
 	// WriteProof stores a proof under id, exclusively and durably, as
 	// Publish stores a revision; an existing id is an error wrapping
 	// fs.ErrExist, returned once the existing proof is durable too.
-	// ReadProof returns it; Proofs lists the ids.
-	WriteProof(id string, data []byte) error
-	ReadProof(id string) ([]byte, error)
-	Proofs() ([]string, error)
+	// ReadProof returns it (absent: an error wrapping fs.ErrNotExist);
+	// Proofs lists the ids.
+	WriteProof(ctx context.Context, id string, data []byte) error
+	ReadProof(ctx context.Context, id string) ([]byte, error)
+	Proofs(ctx context.Context) ([]string, error)
+}
+
+// ReadError is Head's error when the head revision N exists but cannot be
+// read: the key reads as damaged (held) at N.
+type ReadError struct {
+	N   uint64
+	Err error
+}
+
+func (e *ReadError) Error() string { return e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// Censuser is an optional capability: counting a key's revisions and
+// finding the highest without keeping their names, which is most of what a
+// free head's confirming listing costs on a long history. Without it, the
+// store uses List.
+type Censuser interface {
+	Census(ctx context.Context, loc Loc) (top uint64, count int, err error)
+}
+
+// OwnHeadChecker is an optional capability: telling, without reading it,
+// that revision n is still loc's head and the very revision this backend
+// published there (a step fenced on a store's own last revision). Any
+// doubt is false. Without it, the store reads the head.
+type OwnHeadChecker interface {
+	IsOwnHead(ctx context.Context, loc Loc, n uint64) bool
+}
+
+// WalkSyncer is an optional capability: making durable at once every head
+// a walk of the whole root read (heads: each key's highest revision seen),
+// as Sync would one by one. Without it, each decision syncs its own key
+// (Sync), which is nothing on a backend whose reads are durable.
+type WalkSyncer interface {
+	SyncWalk(ctx context.Context, heads map[Loc]uint64) error
+}
+
+// LayoutChecker is an optional capability: the checks of fsck that only a
+// backend's own layout has — names that are not part of the format, the
+// types, owners and modes of files, temporaries, and the repair of those a
+// dead writer left. Without it (etcd, whose keys have no types, owners or
+// temporaries), fsck checks what every backend lists: keys, revisions,
+// gaps, damaged records and proofs.
+type LayoutChecker interface {
+	// CheckLayout reports what is wrong with the root itself and its kind
+	// directories: foreign names, wrong types, untrusted modes.
+	CheckLayout(ctx context.Context, report func(Finding)) error
+	// CheckKey reports what is wrong with loc's directory and its files;
+	// with repair, it removes the temporaries whose writer judge proves
+	// gone, and says so in each finding.
+	CheckKey(ctx context.Context, loc Loc, repair bool, judge TempJudge, report func(Finding))
+	// CheckProof reports what is wrong with the file of proof id.
+	CheckProof(ctx context.Context, id string, report func(Finding))
+}
+
+// TempJudge judges the writer of a temporary whose name records it: gone
+// (with why) means it can never publish it.
+type TempJudge func(writer TempWriter) (gone bool, why string)
+
+// TempWriter is who made a temporary, as its name records it.
+type TempWriter struct {
+	PID                int
+	Start, Boot, PIDNS string
+}
+
+// Severity grades a finding.
+type Severity string
+
+const (
+	// SeverityError: the root breaks the format: a damaged or gapped key
+	// (which reads as held), a key directory that is not one, or a stopped
+	// revision whose boot proof does not check.
+	SeverityError Severity = "error"
+	// SeverityWarning: something the format does not name, harmless to
+	// exclusion (a foreign file, a temporary whose writer may live).
+	SeverityWarning Severity = "warning"
+)
+
+// Finding kinds.
+const (
+	FindingDamaged     = "damaged-revision"
+	FindingGap         = "gap"
+	FindingKeyMismatch = "key-mismatch"
+	FindingForeign     = "foreign-file"
+	FindingUnsafePath  = "unsafe-path"
+	FindingTemporary   = "temporary"
+	FindingProof       = "proof"
+	FindingUnreadable  = "unreadable"
+	// FindingUntrusted: a directory or file under the root that another
+	// user owns or may write. Its key reads as held; fsck --repair never
+	// changes ownership or modes.
+	FindingUntrusted = "untrusted"
+	// FindingUnusedProof: a boot proof that no revision names.
+	FindingUnusedProof = "unused-proof"
+)
+
+// Finding is one problem fsck found, with its path.
+type Finding struct {
+	Path     string
+	Kind     string
+	Severity Severity
+	Message  string
+	// Repairable is true when a repair may act: only for temporaries whose
+	// writer is proven gone.
+	Repairable bool
+	Repaired   bool
+	// RepairFailed is set when a repair tried and could not (a read-only
+	// filesystem, a temporary that is a non-empty directory); Message says
+	// why.
+	RepairFailed bool
 }
 
 // RevisionName returns the file name of revision n: "r" and ten digits.
@@ -158,15 +325,18 @@ func ParseRevisionName(name string) (uint64, bool) {
 const MaxRevision = 9_999_999_999
 
 // Prepared is a revision readied by Backend.Prepare: written where the
-// backend keeps it but neither published nor visible to readers. Exactly
-// one of Commit and Abort must be called, once.
+// backend keeps it but neither published nor visible to readers. One
+// of Commit and Abort must be called; Abort may always be called after
+// Commit, and does nothing then.
 type Prepared interface {
 	// Commit publishes the revision exactly as Publish would have: one
 	// publisher wins each number (the others get an error wrapping
 	// ErrRevisionExists), and when Commit returns nil the revision is
 	// durable.
-	Commit() error
+	Commit(ctx context.Context) error
 	// Abort discards the prepared revision; nothing of it is published.
+	// After Commit (whatever it returned) it does nothing, so that it can
+	// be deferred (as renameio's Cleanup).
 	Abort()
 }
 
@@ -195,10 +365,10 @@ type Stager interface {
 	// earlier copy that failed is taken up again: the caller's writes of
 	// what it already holds then fail with ErrRevisionExists (or fs.ErrExist
 	// for a proof), and the caller compares the bytes.
-	Stage() (Staged, error)
+	Stage(ctx context.Context) (Staged, error)
 	// Unstage removes a staged root that a failed copy left, durably, and
 	// nothing else: ErrNothingStaged when there is none.
-	Unstage() error
+	Unstage(ctx context.Context) error
 }
 
 // Staged is a root being built by Stager.Stage: a Backend to write it
@@ -207,5 +377,5 @@ type Staged interface {
 	Backend
 	// Commit publishes the staged root as the destination, atomically (a
 	// reader sees nothing of it before, all of it after) and durably.
-	Commit() error
+	Commit(ctx context.Context) error
 }

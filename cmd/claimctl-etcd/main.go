@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/claimstore/claimstore/claimstore"
@@ -10,6 +11,6 @@ import (
 
 func main() { os.Exit(cli.Main(&cli.Options{OpenEtcd: openEtcd})) }
 
-func openEtcd(root string, c cli.EtcdConn) (claimstore.Backend, error) {
-	return etcdbackend.Open(root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
+func openEtcd(ctx context.Context, root string, c cli.EtcdConn) (claimstore.Backend, error) {
+	return etcdbackend.Open(ctx, root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/dirbackend"
 	"github.com/claimstore/claimstore/hostid"
 	"github.com/claimstore/claimstore/internal/safefile"
 )
@@ -43,6 +45,11 @@ var geteuid = os.Geteuid
 
 // env is what a command runs with: its streams and the process environment.
 type env struct {
+	// ctx is the command's context: what a command does on a root runs
+	// under it (a command that waits or is stopped by signals derives its
+	// own from it).
+	ctx context.Context
+
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
@@ -198,20 +205,20 @@ func (e *env) openStore(rc rootChoice, write bool) (*claimstore.Store, error) {
 			// A missing root under an ancestor others may write is what a
 			// root renamed away by another user looks like: say so rather
 			// than "nothing claimed".
-			if err := claimstore.CheckRoot(rc.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := dirbackend.CheckRoot(rc.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("claim root %s (from %s): %w", rc.Path, rc.Source, err)
 			}
 			// A root that does not exist has no revisions. Reading it
 			// through an empty backend that refuses every write makes
 			// sure that reading creates nothing, whatever the store does.
-			opts.Backend = emptyBackend{root: rc.Path}
+			return claimstore.New(emptyBackend{root: rc.Path}, opts)
 		}
 	}
-	s, err := claimstore.Open(rc.Path, opts)
+	be, err := dirbackend.Open(rc.Path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("claim root %s (from %s): %w", rc.Path, rc.Source, err)
 	}
-	return s, nil
+	return claimstore.New(be, opts)
 }
 
 // rootMissing reports whether the chosen root does not exist, and notes it
@@ -224,7 +231,7 @@ func (e *env) rootMissing(cmd string, rc rootChoice) bool {
 	if _, err := os.Lstat(rc.Path); !errors.Is(err, fs.ErrNotExist) {
 		return false
 	}
-	if err := claimstore.CheckRoot(rc.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := dirbackend.CheckRoot(rc.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		// Not "nothing claimed": openStore refuses the root, saying why.
 		return true
 	}
@@ -245,22 +252,34 @@ func isTerminal(w io.Writer) bool {
 // revisions, no proofs, and no writes.
 type emptyBackend struct{ root string }
 
+var _ claimstore.Backend = emptyBackend{}
+
 func (b emptyBackend) errWrite() error {
 	return &fs.PathError{Op: "write", Path: b.root, Err: errors.New("the claim root does not exist and this command only reads")}
 }
 
-func (emptyBackend) Head(claimstore.Loc) (uint64, []byte, error, error) { return 0, nil, nil, nil }
-func (emptyBackend) Read(claimstore.Loc, uint64) ([]byte, error)        { return nil, fs.ErrNotExist }
-func (b emptyBackend) Publish(claimstore.Loc, uint64, []byte, func(claimstore.Barrier) error) error {
+func (b emptyBackend) Root() string { return b.root }
+func (b emptyBackend) Path(elem ...string) string {
+	return filepath.Join(append([]string{b.root}, elem...)...)
+}
+func (emptyBackend) Head(context.Context, claimstore.Loc) (uint64, []byte, error) {
+	return 0, nil, nil
+}
+func (emptyBackend) Read(context.Context, claimstore.Loc, uint64) ([]byte, error) {
+	return nil, fs.ErrNotExist
+}
+func (b emptyBackend) Publish(context.Context, claimstore.Loc, uint64, []byte, func(claimstore.Barrier) error) error {
 	return b.errWrite()
 }
-func (emptyBackend) List(claimstore.Loc) ([]uint64, []string, error) { return nil, nil, nil }
-func (emptyBackend) Locs(claimstore.Kind) ([]claimstore.Loc, error)  { return nil, nil }
-func (b emptyBackend) WriteProof(string, []byte) error               { return b.errWrite() }
-func (emptyBackend) ReadProof(string) ([]byte, error)                { return nil, fs.ErrNotExist }
-func (emptyBackend) Proofs() ([]string, error)                       { return nil, nil }
-func (emptyBackend) Sync(claimstore.Loc, uint64) error               { return nil }
-func (b emptyBackend) Prepare(claimstore.Loc, uint64, []byte, func(claimstore.Barrier) error) (claimstore.Prepared, error) {
+func (emptyBackend) List(context.Context, claimstore.Loc) ([]uint64, []string, error) {
+	return nil, nil, nil
+}
+func (emptyBackend) Locs(context.Context, claimstore.Kind) ([]claimstore.Loc, error) { return nil, nil }
+func (b emptyBackend) WriteProof(context.Context, string, []byte) error              { return b.errWrite() }
+func (emptyBackend) ReadProof(context.Context, string) ([]byte, error)               { return nil, fs.ErrNotExist }
+func (emptyBackend) Proofs(context.Context) ([]string, error)                        { return nil, nil }
+func (emptyBackend) Sync(context.Context, claimstore.Loc, uint64) error              { return nil }
+func (b emptyBackend) Prepare(context.Context, claimstore.Loc, uint64, []byte, func(claimstore.Barrier) error) (claimstore.Prepared, error) {
 	return nil, b.errWrite()
 }
 
@@ -292,8 +311,8 @@ func checkClaimRoot(rc rootChoice) error {
 	if err != nil {
 		return nil
 	}
-	var nr *claimstore.NotClaimRootError
-	if errors.As(claimstore.NotClaimRoot(rc.Path, names), &nr) {
+	var nr *dirbackend.NotClaimRootError
+	if errors.As(dirbackend.NotClaimRoot(rc.Path, names), &nr) {
 		return fmt.Errorf("%s (from %s) is not a claim root: it holds %s and none of seat/, session/ or proofs/, which are all a claim root holds; pass the claim root with --root (or %s)",
 			rc.Path, rc.Source, nr.Shown(), envRoot)
 	}
@@ -349,7 +368,7 @@ func (e *env) progressDone() {
 func countKeys(s *claimstore.Store) int {
 	n := 0
 	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
-		locs, err := s.Backend().Locs(kind)
+		locs, err := s.Backend().Locs(bg, kind)
 		if err != nil {
 			return 0
 		}

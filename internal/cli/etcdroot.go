@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,7 @@ type Options struct {
 	// that it links no etcd client (whose package initialisation would
 	// double its start-up or more, paid by every run on every root), and hands a
 	// command on an etcd root to claimctl-etcd instead (Main).
-	OpenEtcd func(root string, conn EtcdConn) (claimstore.Backend, error)
+	OpenEtcd func(ctx context.Context, root string, conn EtcdConn) (claimstore.Backend, error)
 }
 
 // EtcdConn is how to reach an etcd root: the connection flags, named as
@@ -79,12 +80,11 @@ func (e *env) openEtcdStore(rc rootChoice, opts *claimstore.Options) (*claimstor
 	if e.opts.OpenEtcd == nil {
 		return nil, e.handOver()
 	}
-	be, err := e.opts.OpenEtcd(rc.Path, EtcdConn{CACert: e.conn.cacert, Cert: e.conn.cert, Key: e.conn.key, DialTimeout: e.conn.dial, CommandTimeout: e.conn.command})
+	be, err := e.opts.OpenEtcd(e.ctx, rc.Path, EtcdConn{CACert: e.conn.cacert, Cert: e.conn.cert, Key: e.conn.key, DialTimeout: e.conn.dial, CommandTimeout: e.conn.command})
 	if err != nil {
 		return nil, err
 	}
-	opts.Backend = be
-	return claimstore.Open(rc.Path, opts)
+	return claimstore.New(be, opts)
 }
 
 // rootJoin names something under a root, as claimstore.Store.Path does: a

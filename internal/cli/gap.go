@@ -24,7 +24,7 @@ type gap struct {
 // gapOf returns k's gap, or nil when the history is dense (or cannot be
 // listed: the store reports that itself).
 func gapOf(s *claimstore.Store, k claimstore.Key) *gap {
-	top, gaps, err := s.Gaps(k)
+	top, gaps, err := s.Gaps(bg, k)
 	if err != nil || len(gaps) == 0 {
 		return nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/claimstore/etcdbackend"
 	"github.com/claimstore/claimstore/internal/etcdtest"
+	"github.com/claimstore/claimstore/internal/storetest"
 )
 
 // TestClaimctlLinksNoEtcdClient: the claimctl program links none of the
@@ -105,12 +106,12 @@ func TestHandOverToClaimctlEtcd(t *testing.T) {
 	}
 	held := func(t *testing.T) *claimstore.Pair {
 		t.Helper()
-		be, err := etcdbackend.Open(root, nil)
+		be, err := etcdbackend.Open(context.Background(), root, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer be.Close()
-		s, err := claimstore.Open(root, &claimstore.Options{Backend: be})
+		s, err := storetest.Open(root, &storetest.Options{Backend: be})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +123,7 @@ func TestHandOverToClaimctlEtcd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := s.Pair(seat, session)
+		p, err := s.Pair(context.Background(), seat, session)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,7 +96,7 @@ func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, 
 	var allLocs [2][]claimstore.Loc
 	total := 0
 	for i, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
-		locs, err := be.Locs(kind)
+		locs, err := be.Locs(bg, kind)
 		if err != nil {
 			return nil, fmt.Errorf("listing %s: %w", s.Path(string(kind)), err)
 		}
@@ -106,14 +106,12 @@ func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, 
 	for i := range allLocs {
 		for _, loc := range allLocs[i] {
 			kh := keyHead{loc: loc}
-			n, data, rerr, err := be.Head(loc)
+			n, data, err := be.Head(bg, loc)
 			var k claimstore.Key
 			ok := false
 			switch {
 			case err != nil:
 				kh.err = err.Error()
-			case rerr != nil:
-				kh.err = rerr.Error()
 			case n == 0:
 				// An empty key directory (a writer stopped before its first
 				// revision): free, with no key to name.
@@ -124,7 +122,7 @@ func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, 
 				}
 			}
 			if ok {
-				h, err := s.Head(k)
+				h, err := s.Head(bg, k)
 				if err != nil {
 					kh.err = err.Error()
 				} else {

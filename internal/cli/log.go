@@ -166,7 +166,7 @@ type logFollower struct {
 // revision reads revision n: nil, nil when it does not exist.
 func (lf *logFollower) revision(n uint64) (*claimstore.Revision, error) {
 	r := &claimstore.Revision{N: n}
-	data, err := lf.s.Backend().Read(lf.k.Loc(), n)
+	data, err := lf.s.Backend().Read(bg, lf.k.Loc(), n)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
@@ -215,7 +215,7 @@ func inWindow(r *claimstore.Revision, lo, hi time.Time) bool {
 // history prints the key's revisions as selected.
 func (lf *logFollower) history(limit int, limited, reverse bool, lo, hi time.Time) error {
 	s, k := lf.s, lf.k
-	nums, _, err := s.Backend().List(k.Loc())
+	nums, _, err := s.Backend().List(bg, k.Loc())
 	if err != nil {
 		return fmt.Errorf("reading the history of %s in %s: %w", k, s.KeyDir(k), err)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -103,7 +104,7 @@ func run(opts *Options, args []string, stdin io.Reader, stdout, stderr io.Writer
 		opts = &Options{}
 	}
 	out := &outWriter{w: stdout}
-	e := &env{stdin: stdin, stdout: out, stderr: stderr, getenv: getenv, opts: opts, args: args, delegate: delegate}
+	e := &env{ctx: context.Background(), stdin: stdin, stdout: out, stderr: stderr, getenv: getenv, opts: opts, args: args, delegate: delegate}
 	code := run1(e, args)
 	if out.err != nil {
 		name := e.cmdName

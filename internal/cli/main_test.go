@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,8 +34,8 @@ func main1() {
 // testOptions are claimctl-etcd's: the tests run every command on both
 // kinds of root in one binary (the hand-over from claimctl to claimctl-etcd
 // has its own tests, handover_test.go).
-var testOptions = &Options{OpenEtcd: func(root string, c EtcdConn) (claimstore.Backend, error) {
-	return etcdbackend.Open(root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
+var testOptions = &Options{OpenEtcd: func(ctx context.Context, root string, c EtcdConn) (claimstore.Backend, error) {
+	return etcdbackend.Open(ctx, root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
 }}
 
 func TestMain(m *testing.M) {

@@ -118,7 +118,7 @@ names its own pair, which classify --all pairs by.`,
 			if len(sets) > 0 {
 				f.Fields = sets
 			}
-			cl, err := s.Acquire(seat, session, f)
+			cl, err := s.Acquire(bg, seat, session, f)
 			if err != nil {
 				return err
 			}
@@ -179,13 +179,13 @@ func claimIDInUse(s *claimstore.Store, id string) error {
 func headsOfClaim(s *claimstore.Store, id string, fn func(k claimstore.Key, n uint64, rec *claimstore.Record) (more bool)) (string, error) {
 	be := s.Backend()
 	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
-		locs, err := be.Locs(kind)
+		locs, err := be.Locs(bg, kind)
 		if err != nil {
 			return s.Path(string(kind)), err
 		}
 		for _, loc := range locs {
-			n, data, rerr, err := be.Head(loc)
-			if err != nil || rerr != nil || n == 0 {
+			n, data, err := be.Head(bg, loc)
+			if err != nil || n == 0 {
 				continue
 			}
 			k, ok := keyOfData(data, loc)
@@ -277,7 +277,7 @@ func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *
 	// that moved: it is not found (exit 1), a mistyped id or wrong keys.
 	notFound := func() error {
 		for _, k := range []claimstore.Key{seat, session} {
-			revs, err := s.Revisions(k)
+			revs, err := s.Revisions(bg, k)
 			if err != nil {
 				return nil
 			}
@@ -297,7 +297,7 @@ func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *
 		var damage error
 		if c.set["seat-rev"] {
 			n = []uint64{r.seat, r.session}[i]
-			data, err := s.Backend().Read(k.Loc(), n)
+			data, err := s.Backend().Read(bg, k.Loc(), n)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 				if err := notFound(); err != nil {
@@ -310,18 +310,18 @@ func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *
 				rec, damage = claimstore.DecodeRecord(data, k, n)
 			}
 			if i == 0 && damage == nil && rec.ClaimID == id {
-				h, err := s.Head(k)
+				h, err := s.Head(bg, k)
 				if err == nil && h.N == n+1 && h.Record != nil && h.Record.ClaimID == id {
 					// The claim's own newer revision on the seat: a step cut
 					// after it, if the session is still where the caller
 					// says (else the step completed and the fence refuses).
-					if sh, err := s.Head(session); err == nil && sh.N == r.session {
+					if sh, err := s.Head(bg, session); err == nil && sh.N == r.session {
 						n, rec = h.N, h.Record
 					}
 				}
 			}
 		} else {
-			h, err := s.Head(k)
+			h, err := s.Head(bg, k)
 			if err != nil {
 				return nil, nil, fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(k), err)
 			}
@@ -425,7 +425,7 @@ frees such a claim on an absent unit.`,
 				return true
 			}
 			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "advanced", satisfied, func(s *claimstore.Store, cl *claimstore.Claim) error {
-				return s.Advance(cl, p)
+				return s.Advance(bg, cl, p)
 			})
 		}
 	},
@@ -461,7 +461,7 @@ release cut between the keys is completed by classify.`,
 				return r.State == claimstore.Stopped && r.Proof != nil && r.Proof.Kind == pr.Kind && r.Proof.Ref == pr.Ref
 			}
 			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "released", satisfied, func(s *claimstore.Store, cl *claimstore.Claim) error {
-				return s.Release(cl, pr)
+				return s.Release(bg, cl, pr)
 			})
 		}
 	},

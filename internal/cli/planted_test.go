@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/internal/storetest"
 )
 
 // runBounded runs claimctl in-process and fails the test if it has not
@@ -88,7 +90,7 @@ func TestNothingBlocksOnPlantedFiles(t *testing.T) {
 		t.Run(pl.name, func(t *testing.T) {
 			dir := t.TempDir()
 			root := filepath.Join(dir, "root")
-			s, err := claimstore.Open(root, nil)
+			s, err := storetest.Open(root, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,11 +98,11 @@ func TestNothingBlocksOnPlantedFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := s.Acquire(seat, session, claimstore.AcquireFields{Owner: owner})
+			c, err := s.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: owner})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Release(c, claimstore.NewProof(claimstore.ProofCohort, "done")); err != nil {
+			if err := s.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "done")); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.MkdirAll(filepath.Join(root, "proofs"), 0o700); err != nil {

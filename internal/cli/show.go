@@ -158,7 +158,7 @@ func show(e *env, c *common, s *claimstore.Store, seat, session *claimstore.Key)
 			heads = append(heads, nil)
 			continue
 		}
-		h, err := s.Head(*k)
+		h, err := s.Head(bg, *k)
 		if err != nil {
 			return fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(*k), err)
 		}

@@ -76,7 +76,7 @@ func cutStep(cl *claimstore.Claim, sessionRec *claimstore.Record) bool {
 // number meanwhile.
 func finishOnSession(s *claimstore.Store, cl *claimstore.Claim) error {
 	k := cl.Session
-	h, err := s.Head(k)
+	h, err := s.Head(bg, k)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func finishOnSession(s *claimstore.Store, cl *claimstore.Claim) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Backend().Publish(k.Loc(), rec.Revision, data, nil); err != nil {
+	if err := s.Backend().Publish(bg, k.Loc(), rec.Revision, data, nil); err != nil {
 		if errors.Is(err, claimstore.ErrRevisionExists) {
 			return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{cl.Seat, k}, ClaimID: cl.ID,
 				Reason: fmt.Sprintf("another writer published revision %d of %s while claim %s's cut step was being finished", rec.Revision, k, cl.ID),

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 )
 
 // ErrStopped is returned by every call after the hook stopped the filesystem.
@@ -182,7 +182,11 @@ type FS struct {
 	temps   int
 }
 
-var _ claimstore.FS = (*FS)(nil)
+var (
+	_ vfs.FS         = (*FS)(nil)
+	_ vfs.DirProber  = (*FS)(nil)
+	_ vfs.DirScanner = (*FS)(nil)
+)
 
 // New returns an empty filesystem: just "/", durable. opts may be nil.
 func New(opts *Options) *FS {
@@ -509,7 +513,7 @@ func (f *FS) info(i ino, name string) fileInfo {
 	return fi
 }
 
-// Lstat implements claimstore.FS.
+// Lstat implements vfs.FS.
 func (f *FS) Lstat(name string) (fs.FileInfo, error) {
 	if err := f.enter("lstat", name); err != nil {
 		return nil, err
@@ -525,8 +529,8 @@ func (f *FS) Lstat(name string) (fs.FileInfo, error) {
 	return f.info(i, base), nil
 }
 
-// ReadFile implements claimstore.FS: it refuses a final symlink and
-// anything but a regular file, with an error wrapping ErrUnsafePath.
+// ReadFile implements vfs.FS: it refuses a final symlink and
+// anything but a regular file, with an error wrapping vfs.ErrNotRegular.
 func (f *FS) ReadFile(name string) ([]byte, error) {
 	if err := f.enter("readfile", name); err != nil {
 		return nil, err
@@ -537,12 +541,12 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 		return nil, pathErr("read", name, err)
 	}
 	if f.sh.get(i).kind != kFile {
-		return nil, pathErr("read", name, claimstore.ErrUnsafePath)
+		return nil, pathErr("read", name, vfs.ErrNotRegular)
 	}
 	return append([]byte(nil), f.live[i].data...), nil
 }
 
-// ReadDir implements claimstore.FS. The names come sorted, which the
+// ReadDir implements vfs.FS. The names come sorted, which the
 // interface does not promise; callers that rely on an order are wrong
 // elsewhere, so tests should not rely on it either.
 func (f *FS) ReadDir(name string) ([]string, error) {
@@ -560,6 +564,69 @@ func (f *FS) ReadDir(name string) ([]string, error) {
 	return sortedNames(f.live[i].entries), nil
 }
 
+// ProbeDir implements vfs.DirProber, as the operating system's does: one
+// call to open the directory (never through a final symlink), then one
+// call per name checked, each seen by the hook and StopAfter as a call of
+// its own (an fstatat). Its size is an estimate the directory backend's cold
+// probe starts from, as st_size is on ext4: enough bytes for the entries.
+func (f *FS) ProbeDir(dir string) (func(base string) (bool, error), int64, func() error, error) {
+	if err := f.enter("probedir", dir); err != nil {
+		return nil, 0, nil, err
+	}
+	i, _, _, err := f.resolve(f.live, dir, false)
+	if err == nil && f.sh.get(i).kind != kDir {
+		err = syscall.ENOTDIR
+	}
+	var size int64
+	if err == nil {
+		size = int64(len(f.live[i].entries)) * 36
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return nil, 0, nil, pathErr("open", dir, err)
+	}
+	exists := func(base string) (bool, error) {
+		p := path.Join(dir, base)
+		if err := f.enter("fstatat", p); err != nil {
+			return false, err
+		}
+		defer f.mu.Unlock()
+		n := f.live[i]
+		if n == nil {
+			return false, pathErr("fstatat", p, syscall.ENOENT)
+		}
+		_, ok := n.entries[base]
+		return ok, nil
+	}
+	return exists, size, func() error { return nil }, nil
+}
+
+// ScanDir implements vfs.DirScanner: the names of ReadDir, each handed to
+// each in a buffer that is reused.
+func (f *FS) ScanDir(dir string, each func(name []byte)) error {
+	if err := f.enter("scandir", dir); err != nil {
+		return err
+	}
+	i, _, _, err := f.resolve(f.live, dir, false)
+	if err == nil && f.sh.get(i).kind != kDir {
+		err = syscall.ENOTDIR
+	}
+	var names []string
+	if err == nil {
+		names = sortedNames(f.live[i].entries)
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return pathErr("open", dir, err)
+	}
+	var buf []byte
+	for _, n := range names {
+		buf = append(buf[:0], n...)
+		each(buf)
+	}
+	return nil
+}
+
 func sortedNames(m map[string]ino) []string {
 	out := make([]string, 0, len(m))
 	for n := range m {
@@ -569,7 +636,7 @@ func sortedNames(m map[string]ino) []string {
 	return out
 }
 
-// Mkdir implements claimstore.FS.
+// Mkdir implements vfs.FS.
 func (f *FS) Mkdir(name string, perm fs.FileMode) error {
 	if err := f.enter("mkdir", name); err != nil {
 		return err
@@ -591,7 +658,7 @@ func (f *FS) mkdirLocked(name string, perm fs.FileMode, durable bool) error {
 	return nil
 }
 
-// Remove implements claimstore.FS.
+// Remove implements vfs.FS.
 func (f *FS) Remove(name string) error {
 	if err := f.enter("remove", name); err != nil {
 		return err
@@ -611,7 +678,7 @@ func (f *FS) Remove(name string) error {
 	return nil
 }
 
-// Rename implements claimstore.FS. Within one directory it is one
+// Rename implements vfs.FS. Within one directory it is one
 // operation, kept or dropped whole by a crash; across two directories it
 // is an entry in the new one and an unlink in the old, each durable with
 // its own directory's fsync, as the crash model allows.
@@ -678,7 +745,7 @@ func (f *FS) parentOf(d ino) ino {
 	return 0
 }
 
-// SyncDir implements claimstore.FS: every entry change of the directory
+// SyncDir implements vfs.FS: every entry change of the directory
 // made so far becomes durable.
 func (f *FS) SyncDir(name string) error {
 	if err := f.enter("syncdir", name); err != nil {
@@ -700,7 +767,7 @@ func (f *FS) SyncDir(name string) error {
 	return nil
 }
 
-// SyncFS implements claimstore.FS: every operation made so far becomes
+// SyncFS implements vfs.FS: every operation made so far becomes
 // durable, entries and file contents alike (the whole tree is one
 // filesystem).
 func (f *FS) SyncFS(name string) error {
@@ -719,8 +786,8 @@ func (f *FS) SyncFS(name string) error {
 	return nil
 }
 
-// CreateTemp implements claimstore.FS.
-func (f *FS) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, error) {
+// CreateTemp implements vfs.FS.
+func (f *FS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
 	if err := f.enter("createtemp", dir); err != nil {
 		return nil, err
 	}
@@ -739,7 +806,7 @@ func (f *FS) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, erro
 		// temporary an earlier (crashed) writer left behind.
 		for {
 			f.temps++
-			t.name = claimstore.TempPrefix + "crashfs." + strconv.Itoa(f.temps)
+			t.name = vfs.TempPrefix + "crashfs." + strconv.Itoa(f.temps)
 			if _, ok := f.live[d].entries[t.name]; !ok {
 				break
 			}
@@ -839,6 +906,16 @@ func (t *tempFile) Is(name string) (bool, error) {
 		return false, pathErr("lstat", name, err)
 	}
 	return i == t.ino, nil
+}
+
+// Stat implements vfs.FileStater: the open file's identity, as fstat
+// gives it (crashfs has no device or inode numbers to give).
+func (t *tempFile) Stat() (fs.FileInfo, error) {
+	if err := t.f.enter("fstat", t.label()); err != nil {
+		return nil, err
+	}
+	defer t.f.mu.Unlock()
+	return t.f.info(t.ino, path.Base(t.label())), nil
 }
 
 func (t *tempFile) Close() error {

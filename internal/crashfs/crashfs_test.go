@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/internal/crashfs"
 )
 
@@ -40,7 +41,7 @@ func TestContract(t *testing.T) {
 	if err := cfs.MkdirAll("/base", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run := func(fsys claimstore.FS, root string, symlink func(target, name string) error) []string {
+	run := func(fsys vfs.FS, root string, symlink func(target, name string) error) []string {
 		t.Helper()
 		var log []string
 		add := func(what string, err error) { log = append(log, what+": "+outcome(err)) }
@@ -110,7 +111,7 @@ func TestContract(t *testing.T) {
 		add("rename missing", fsys.Rename(p("nope"), p("x")))
 		return log
 	}
-	want := run(claimstore.OSFS, osRoot, os.Symlink)
+	want := run(vfs.OS, osRoot, os.Symlink)
 	got := run(cfs, "/base", cfs.Symlink)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("crashfs differs from the OS filesystem (-os +crashfs):\n%s", diff)
@@ -254,7 +255,7 @@ func TestSubsetOutOfOrder(t *testing.T) {
 	leftover := false
 	for _, s := range sub {
 		for p := range s {
-			if strings.HasPrefix(filepath.Base(p), claimstore.TempPrefix) {
+			if strings.HasPrefix(filepath.Base(p), vfs.TempPrefix) {
 				leftover = true
 			}
 		}

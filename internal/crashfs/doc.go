@@ -1,5 +1,5 @@
 // Package crashfs is an in-memory filesystem behind the store's seam
-// (claimstore.FS) that simulates power loss.
+// (vfs.FS) that simulates power loss.
 //
 // It models inodes: regular files (contents), directories (entries) and
 // symlinks (a target, for tests that plant them). Every mutating call is

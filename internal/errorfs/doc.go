@@ -1,4 +1,4 @@
-// Package errorfs wraps any claimstore.FS and injects faults into chosen
+// Package errorfs wraps any vfs.FS and injects faults into chosen
 // calls, in the manner of pebble's vfs/errorfs: a fault is a Rule that
 // names the kind of call (Op), which paths it applies to (a predicate),
 // which matching calls it hits (Nth, Times) and what happens (Kind):

@@ -1,6 +1,7 @@
 package errorfs
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -9,20 +10,24 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 )
 
 // Op is the kind of call a rule applies to.
 type Op string
 
 const (
-	OpAny        Op = ""
-	OpLstat      Op = "lstat"
-	OpReadFile   Op = "readfile"
-	OpReadDir    Op = "readdir"
-	OpMkdir      Op = "mkdir"
-	OpRemove     Op = "remove"
-	OpRename     Op = "rename"
+	OpAny      Op = ""
+	OpLstat    Op = "lstat"
+	OpReadFile Op = "readfile"
+	OpReadDir  Op = "readdir"
+	OpMkdir    Op = "mkdir"
+	OpRemove   Op = "remove"
+	OpRename   Op = "rename"
+	// A probe of a name (vfs.DirProber's exists) is judged by the rules of
+	// OpLstat on that name, and a scan (vfs.DirScanner) by those of
+	// OpReadDir: they are the same questions asked more cheaply.
+	OpProbeDir   Op = "probedir"
 	OpSyncDir    Op = "syncdir"
 	OpSyncFS     Op = "syncfs"
 	OpCreateTemp Op = "createtemp"
@@ -92,17 +97,21 @@ func (i Injection) String() string { return fmt.Sprintf("%s %s %s", i.Kind, i.Op
 
 // FS is the fault-injecting wrapper.
 type FS struct {
-	inner claimstore.FS
+	inner vfs.FS
 
 	mu    sync.Mutex
 	rules []*Rule
 	log   []Injection
 }
 
-var _ claimstore.FS = (*FS)(nil)
+var (
+	_ vfs.FS         = (*FS)(nil)
+	_ vfs.DirProber  = (*FS)(nil)
+	_ vfs.DirScanner = (*FS)(nil)
+)
 
 // Wrap returns inner with the rules applied.
-func Wrap(inner claimstore.FS, rules ...*Rule) *FS {
+func Wrap(inner vfs.FS, rules ...*Rule) *FS {
 	return &FS{inner: inner, rules: rules}
 }
 
@@ -234,6 +243,63 @@ func (f *FS) ReadDir(name string) ([]string, error) {
 	return out, nil
 }
 
+// ProbeDir passes through to the inner filesystem's vfs.DirProber (an
+// error wrapping errors.ErrUnsupported when it has none, on which the
+// directory backend probes with Lstat): faults on opening the directory by
+// OpProbeDir rules, and on each name by the OpLstat rules that an Lstat of
+// it would meet, Hide included.
+func (f *FS) ProbeDir(dir string) (func(base string) (bool, error), int64, func() error, error) {
+	p, ok := f.inner.(vfs.DirProber)
+	if !ok {
+		return nil, 0, nil, &fs.PathError{Op: string(OpProbeDir), Path: dir, Err: errors.ErrUnsupported}
+	}
+	var exists func(string) (bool, error)
+	var size int64
+	var closeDir func() error
+	err := f.plain(OpProbeDir, dir, true, func() error {
+		var err error
+		exists, size, closeDir, err = p.ProbeDir(dir)
+		return err
+	})
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return func(base string) (bool, error) {
+		var ok bool
+		name := path.Join(dir, base)
+		err := f.plain(OpLstat, name, true, func() error {
+			var err error
+			ok, err = exists(base)
+			return err
+		})
+		if errors.Is(err, syscall.ENOENT) {
+			return false, nil // hidden: a name that does not exist
+		}
+		return ok, err
+	}, size, closeDir, nil
+}
+
+// ScanDir passes through to the inner filesystem's vfs.DirScanner (an
+// error wrapping errors.ErrUnsupported when it has none), with the faults
+// of ReadDir: OpReadDir rules on the directory, and Hide rules on each
+// name.
+func (f *FS) ScanDir(dir string, each func(name []byte)) error {
+	sc, ok := f.inner.(vfs.DirScanner)
+	if !ok {
+		return &fs.PathError{Op: string(OpReadDir), Path: dir, Err: errors.ErrUnsupported}
+	}
+	return f.plain(OpReadDir, dir, false, func() error {
+		return sc.ScanDir(dir, func(name []byte) {
+			p := path.Join(dir, string(name))
+			if r := f.match(OpReadDir, p, Hide); r != nil {
+				r.done(OpReadDir, p)
+				return
+			}
+			each(name)
+		})
+	})
+}
+
 func (f *FS) Mkdir(name string, perm fs.FileMode) error {
 	return f.plain(OpMkdir, name, false, func() error { return f.inner.Mkdir(name, perm) })
 }
@@ -271,8 +337,8 @@ func (f *FS) SyncFS(name string) error {
 	return f.plain(OpSyncFS, name, false, func() error { return f.inner.SyncFS(name) })
 }
 
-func (f *FS) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, error) {
-	var t claimstore.TempFile
+func (f *FS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
+	var t vfs.TempFile
 	err := f.plain(OpCreateTemp, dir, false, func() error {
 		var err error
 		t, err = f.inner.CreateTemp(dir, perm)
@@ -289,7 +355,7 @@ func (f *FS) CreateTemp(dir string, perm fs.FileMode) (claimstore.TempFile, erro
 
 type tempFile struct {
 	f     *FS
-	inner claimstore.TempFile
+	inner vfs.TempFile
 	label string
 }
 
@@ -325,6 +391,15 @@ func (t *tempFile) Sync() error {
 		return wrapErr(OpSync, t.label, r.err())
 	}
 	return t.f.plain(OpSync, t.label, false, t.inner.Sync)
+}
+
+// Stat passes through to the inner temporary's vfs.FileStater.
+func (t *tempFile) Stat() (fs.FileInfo, error) {
+	st, ok := t.inner.(vfs.FileStater)
+	if !ok {
+		return nil, &fs.PathError{Op: "stat", Path: t.label, Err: errors.ErrUnsupported}
+	}
+	return st.Stat()
 }
 
 func (t *tempFile) Link(newname string) error {

@@ -22,42 +22,53 @@ type target struct {
 // claimstore's own tests exercise directly; see doc.go.
 var claimstoreTests = []string{"./claimstore"}
 
+// dirbackendTests judge the directory backend's mutants: its own tests and
+// the store's, whose behavioural suite runs on it.
+var dirbackendTests = []string{"./claimstore/dirbackend", "./claimstore"}
+
 // targets is the publish path, head and listing logic, fencing, classify,
 // proofs, the trust chain and hostid's owner judging: the code whose
 // mistakes lose acknowledged revisions or free a live claim.
 var targets = []target{
 	{
-		File: "claimstore/backend.go",
+		File: "claimstore/dirbackend/backend.go",
 		Funcs: []string{
-			"dirBackend.Head", "dirBackend.probe", "dirBackend.IsOwnHead", "dirBackend.Census",
-			"dirBackend.syncWalk", "dirBackend.List", "dirBackend.checkKeyDir", "dirBackend.checkDir",
-			"dirBackend.WriteProof", "dirBackend.ReadProof",
+			"Backend.Head", "Backend.probe", "Backend.IsOwnHead", "Backend.Census",
+			"Backend.SyncWalk", "Backend.List", "Backend.checkKeyDir", "Backend.checkDir",
+			"Backend.WriteProof", "Backend.ReadProof",
 		},
-		Tests: claimstoreTests,
+		Tests: dirbackendTests,
 	},
 	{
-		File: "claimstore/publish.go",
+		File: "claimstore/dirbackend/publish.go",
 		Funcs: []string{
-			"dirBackend.makeDirs", "dirBackend.makeRoot", "dirBackend.fsyncDirs",
-			"dirBackend.prepare", "dirPrepared.Commit", "dirBackend.Sync", "dirBackend.writeExclusive",
+			"Backend.makeDirs", "Backend.makeRoot", "Backend.fsyncDirs",
+			"Backend.prepare", "prepared.Commit", "Backend.Sync", "Backend.writeExclusive",
 		},
-		Tests: claimstoreTests,
+		Tests: dirbackendTests,
 	},
 	{
-		File: "claimstore/trust.go",
+		File: "claimstore/dirbackend/trust.go",
 		Funcs: []string{
-			"dirBackend.readFile", "checkChain", "ancestorProblem", "dirBackend.trustInfo",
+			"Backend.readFile", "checkChain", "ancestorProblem", "Backend.trustInfo",
 		},
-		Tests: claimstoreTests,
+		Tests: dirbackendTests,
 	},
 	{
-		File: "claimstore/store.go",
+		File: "claimstore/head.go",
 		Funcs: []string{
-			"Store.head", "Store.probeHead", "Store.verifyHeadProof", "Store.fenced", "Store.fencedOwn",
-			"Store.publishAfter", "preparing.commit",
-			"Store.step", "Store.Acquire", "Store.Advance", "Store.checkReleaseProof",
+			"Store.head", "Store.probeHead", "Store.verifyHeadProof",
 			"Store.listedUpTo", "Store.noteListing", "dense", "firstMissing",
 			"Head.Held", "Head.State", "Pair.Held", "Pair.State", "Store.Refusal",
+		},
+		Tests: claimstoreTests,
+	},
+	{
+		File: "claimstore/step.go",
+		Funcs: []string{
+			"Store.fenced", "Store.fencedOwn",
+			"Store.publishAfter", "preparing.commit",
+			"Store.step", "Store.Acquire", "Store.Advance", "Store.checkReleaseProof",
 		},
 		Tests: claimstoreTests,
 	},

@@ -1,4 +1,4 @@
-package claimstore
+package vfs
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// createUnnamed opens an O_TMPFILE in dir: a file with no name at all until
+// CreateUnnamed is CreateTemp's first choice: an O_TMPFILE in dir, a file with no name at all until
 // Link gives it one, so a writer that crashes leaves nothing behind to reap.
-func createUnnamed(dir string, perm fs.FileMode) (TempFile, error) {
+func CreateUnnamed(dir string, perm fs.FileMode) (TempFile, error) {
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(perm.Perm()))
 	switch {
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EISDIR), errors.Is(err, unix.EINVAL):
@@ -88,7 +88,7 @@ func syncFS(name string) error {
 // directory with getdents into one buffer: no name is allocated, so a
 // history of 10,000 revisions is counted in the time the kernel takes to
 // hand its entries over. name is valid only during the call.
-func (osFS) ScanDir(dir string, each func(name []byte)) error {
+func (OSFS) ScanDir(dir string, each func(name []byte)) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: dir, Err: err}
@@ -129,7 +129,7 @@ func (osFS) ScanDir(dir string, each func(name []byte)) error {
 // fstatat relative to the open directory resolves one component instead of
 // the whole path, which is most of a probe's cost. Head's probes on a cold
 // long history make dozens of them.
-func (osFS) ProbeDir(dir string) (exists func(base string) (bool, error), size int64, closeDir func() error, err error) {
+func (OSFS) ProbeDir(dir string) (exists func(base string) (bool, error), size int64, closeDir func() error, err error) {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, 0, nil, &fs.PathError{Op: "open", Path: dir, Err: err}
@@ -156,12 +156,12 @@ func (osFS) ProbeDir(dir string) (exists func(base string) (bool, error), size i
 	return exists, size, func() error { return unix.Close(fd) }, nil
 }
 
-// identityOf is what tells one file from another put in its place, from
-// what Lstat said; zero when it says nothing (see fileID).
-func identityOf(fi fs.FileInfo) fileID {
+// Identity is what tells one file from another put in its place, from
+// what Lstat said; zero when the platform says nothing (see FileID).
+func Identity(fi fs.FileInfo) FileID {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return fileID{}
+		return FileID{}
 	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano(), ctime: st.Ctim.Nano()}
+	return FileID{Dev: uint64(st.Dev), Ino: st.Ino, Size: uint64(fi.Size()), MTime: fi.ModTime().UnixNano(), CTime: st.Ctim.Nano()}
 }

@@ -1,4 +1,12 @@
-package claimstore
+// Package vfs is the filesystem seam the directory backend runs on: every
+// call it makes of a filesystem, each method stating what is durable when it
+// returns (nothing is durable that a method does not say is). OS is the
+// operating system's; the crash-simulating and fault-injecting filesystems
+// of the tests implement the same interface, optional methods included, so
+// that they run exactly the paths production runs.
+//
+// A leaf: it imports nothing of the store.
+package vfs
 
 import (
 	"crypto/rand"
@@ -26,10 +34,11 @@ type FS interface {
 	Lstat(name string) (fs.FileInfo, error)
 
 	// ReadFile is like os.ReadFile, but refuses to follow a final symlink
-	// (an error wrapping ErrUnsafePath), reads only regular files, and
-	// need not read past MaxFileSize+1 bytes: callers treat a longer result
-	// as too large, and an implementation may fail with a *DamageError
-	// naming the size instead of reading it at all.
+	// and reads only regular files (either refusal an error wrapping
+	// ErrNotRegular), never blocks (a FIFO is refused, not opened for
+	// reading), and need not read past MaxFileSize+1 bytes: callers treat a
+	// longer result as too large, and an implementation may fail with a
+	// *TooLargeError naming the size instead of reading it at all.
 	ReadFile(name string) ([]byte, error)
 
 	// ReadDir returns the names in directory name, in no particular order.
@@ -94,24 +103,72 @@ type TempFile interface {
 	Close() error
 }
 
+// ErrNotRegular is returned, wrapped with the path and what it is, by
+// ReadFile for a symlink (never followed) or anything but a regular file.
+var ErrNotRegular = errors.New("not a regular file")
+
+// MaxFileSize bounds what ReadFile reads: one byte more than a revision or
+// proof may hold (the store's MaxRecordSize, which is the same), so that a
+// longer file is known to be too large without reading it all.
+const MaxFileSize = 1 << 20
+
+// TooLargeError says a file is larger than MaxFileSize: it was not read.
+type TooLargeError struct{ Size int64 }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the file holds %d bytes, more than the %d allowed", e.Size, MaxFileSize)
+}
+
+// DirProber is an optional capability of an FS: checking whether many names
+// of one directory exist more cheaply than one Lstat each. OS has it
+// (fstatat on one open directory). Without it, the directory backend calls
+// Lstat for each name.
+type DirProber interface {
+	// ProbeDir opens dir for existence checks of names in it; size is the
+	// directory's st_size, or 0. closeDir releases it.
+	ProbeDir(dir string) (exists func(base string) (bool, error), size int64, closeDir func() error, err error)
+}
+
+// DirScanner is an optional capability of an FS: streaming a directory's
+// names without allocating them. OS has it (getdents into one buffer).
+// Without it, the directory backend uses ReadDir.
+type DirScanner interface {
+	// ScanDir calls each with every name in dir but . and ..; name is valid
+	// only during the call.
+	ScanDir(dir string, each func(name []byte)) error
+}
+
+// FileStater is an optional capability of a TempFile: the open file's
+// identity, with no lookup of its name. Without it, the directory backend
+// Lstats the name it linked.
+type FileStater interface {
+	Stat() (fs.FileInfo, error)
+}
+
 // TempPrefix begins the name of every named temporary file in a key
 // directory, this implementation's and the reference implementation's.
 const TempPrefix = ".tmp-"
 
-// OSFS is the FS of the operating system.
-var OSFS FS = osFS{}
+// OS is the FS of the operating system.
+var OS FS = OSFS{}
 
-type osFS struct{}
+// OSFS is the type of OS, for a test's wrapper to embed with its optional
+// methods.
+type OSFS struct{}
 
-var _ FS = osFS{}
+var (
+	_ FS         = OSFS{}
+	_ DirProber  = OSFS{}
+	_ DirScanner = OSFS{}
+)
 
-func (osFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
+func (OSFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 
-func (osFS) ReadFile(name string) ([]byte, error) {
+func (OSFS) ReadFile(name string) ([]byte, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
-			return nil, &fs.PathError{Op: "read", Path: name, Err: ErrUnsafePath}
+			return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is a symlink, which is never followed", ErrNotRegular)}
 		}
 		return nil, err
 	}
@@ -121,17 +178,17 @@ func (osFS) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is %s, not a regular file", ErrUnsafePath, safefile.Describe(fi.Mode()))}
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, safefile.Describe(fi.Mode()))}
 	}
 	if fi.Size() > MaxFileSize {
-		return nil, tooLarge(name, fi.Size())
+		return nil, &fs.PathError{Op: "read", Path: name, Err: &TooLargeError{Size: fi.Size()}}
 	}
 	// The size may grow while we read: never read more than one byte past
 	// the bound, so that memory stays bounded whatever the file does.
 	return io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 }
 
-func (osFS) ReadDir(name string) ([]string, error) {
+func (OSFS) ReadDir(name string) ([]string, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, err
@@ -140,21 +197,21 @@ func (osFS) ReadDir(name string) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
-func (osFS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, perm) }
+func (OSFS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, perm) }
 
-func (osFS) Remove(name string) error { return os.Remove(name) }
+func (OSFS) Remove(name string) error { return os.Remove(name) }
 
 // Rename is rename(2) itself: os.Rename refuses to replace an existing
 // directory, which rename(2) does when it is empty (a copy's staging put in
 // place of an empty destination).
-func (osFS) Rename(oldpath, newpath string) error {
+func (OSFS) Rename(oldpath, newpath string) error {
 	if err := syscall.Rename(oldpath, newpath); err != nil {
 		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
 	}
 	return nil
 }
 
-func (osFS) SyncDir(name string) error {
+func (OSFS) SyncDir(name string) error {
 	f, err := safefile.OpenDir(name)
 	if err != nil {
 		return err
@@ -166,21 +223,22 @@ func (osFS) SyncDir(name string) error {
 	return err
 }
 
-func (osFS) SyncFS(name string) error { return syncFS(name) }
+func (OSFS) SyncFS(name string) error { return syncFS(name) }
 
-func (osFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
-	if f, err := createUnnamed(dir, perm); err == nil {
+func (OSFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
+	if f, err := CreateUnnamed(dir, perm); err == nil {
 		return f, nil
 	} else if !errors.Is(err, errors.ErrUnsupported) {
 		return nil, err
 	}
-	return createNamed(dir, perm)
+	return CreateNamed(dir, perm)
 }
 
-// createNamed is the fallback for filesystems without unnamed temporary
-// files. The name records who made it (pid, process start, boot), so that
+// CreateNamed is CreateTemp's fallback for filesystems without unnamed
+// temporary files (exported, with CreateUnnamed, for tests and benchmarks
+// that choose one). The name records who made it (pid, process start, boot), so that
 // a reaper can prove the writer gone before removing it.
-func createNamed(dir string, perm fs.FileMode) (TempFile, error) {
+func CreateNamed(dir string, perm fs.FileMode) (TempFile, error) {
 	owner := selfTag()
 	for range 10 {
 		var r [8]byte
@@ -218,6 +276,14 @@ func (t *namedTemp) Close() error {
 	return err
 }
 
+// FileID is what tells one file from another put in its place: device and
+// inode (a removed file's number may be given to the next one at once), and
+// size and modification time. Zero when the filesystem does not say.
+type FileID struct {
+	Dev, Ino, Size uint64
+	MTime, CTime   int64 // ctime cannot be set from user space: a copy with -p keeps mtime, not ctime
+}
+
 func sameFile(f *os.File, name string) (bool, error) {
 	mine, err := f.Stat()
 	if err != nil {
@@ -230,13 +296,13 @@ func sameFile(f *os.File, name string) (bool, error) {
 	return os.SameFile(mine, other), nil
 }
 
-// tempOwner parses the writer identity out of a temporary's name made by
-// createNamed: ".tmp-<pid>.<start>.<boot>.<pidns>.<random>", or, from
+// TempOwner parses the writer identity out of a temporary's name made by
+// CreateTemp's named fallback: ".tmp-<pid>.<start>.<boot>.<pidns>.<random>", or, from
 // versions that did not record the PID namespace,
 // ".tmp-<pid>.<start>.<boot>.<random>" (judged as an owner recorded
 // without one). ok is false for any other name, a reference
 // implementation's among them.
-func tempOwner(name string) (o hostid.Owner, ok bool) {
+func TempOwner(name string) (o hostid.Owner, ok bool) {
 	rest, found := strings.CutPrefix(name, TempPrefix)
 	if !found {
 		return hostid.Owner{}, false

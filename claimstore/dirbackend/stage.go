@@ -1,6 +1,7 @@
-package claimstore
+package dirbackend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,13 +30,13 @@ func StagingDir(root string) string {
 	return filepath.Join(filepath.Dir(root), "."+filepath.Base(root)+StagingSuffix)
 }
 
-var _ storage.Stager = (*dirBackend)(nil)
+var _ storage.Stager = (*Backend)(nil)
 
 // Stage implements storage.Stager. The root must not exist or be an empty
 // directory. A staging directory an earlier copy left is discarded: it
 // cannot be resumed, since what a crash left of it is only what was made
 // durable, and starting over costs a copy.
-func (b *dirBackend) Stage() (storage.Staged, error) {
+func (b *Backend) Stage(ctx context.Context) (storage.Staged, error) {
 	if err := b.checkFailed(); err != nil {
 		return nil, err
 	}
@@ -59,13 +60,13 @@ func (b *dirBackend) Stage() (storage.Staged, error) {
 			return nil, fmt.Errorf("removing the unfinished copy %s left by an earlier copy: %w", stage, err)
 		}
 	}
-	sb := NewDirBackend(b.fs, stage).(*dirBackend)
-	sb.strict, sb.sequential = b.strict, b.sequential
-	return &dirStaged{dirBackend: sb, final: b}, nil
+	sb := New(stage, &Options{FS: b.fs, Sequential: b.sequential})
+	sb.strict = b.strict
+	return &staged{Backend: sb, final: b}, nil
 }
 
 // Unstage implements storage.Stager.
-func (b *dirBackend) Unstage() error {
+func (b *Backend) Unstage(ctx context.Context) error {
 	stage := StagingDir(b.root)
 	if _, err := b.fs.Lstat(stage); errors.Is(err, fs.ErrNotExist) {
 		return &fs.PathError{Op: "remove unfinished copy", Path: stage, Err: storage.ErrNothingStaged}
@@ -76,7 +77,7 @@ func (b *dirBackend) Unstage() error {
 // removeTree removes dir and everything below it, then makes the removal
 // durable in dir's parent. It never follows a symlink: a link is removed,
 // not what it names.
-func (b *dirBackend) removeTree(dir string) error {
+func (b *Backend) removeTree(dir string) error {
 	var rm func(p string) error
 	rm = func(p string) error {
 		fi, err := b.fs.Lstat(p)
@@ -102,24 +103,24 @@ func (b *dirBackend) removeTree(dir string) error {
 	return b.sync(func() error { return b.fs.SyncDir(filepath.Dir(dir)) })
 }
 
-// dirStaged is a root built in its staging directory.
-type dirStaged struct {
-	*dirBackend // the staging directory's backend
-	final       *dirBackend
+// staged is a root built in its staging directory.
+type staged struct {
+	*Backend // the staging directory's backend
+	final    *Backend
 }
 
 // Commit renames the staging directory into place and fsyncs the parent.
 // Every revision and proof in it is durable already (each was published
 // with the whole protocol), the staging directory's entry in the parent
 // too (its first use fsynced the parent).
-func (d *dirStaged) Commit() error {
+func (d *staged) Commit(ctx context.Context) error {
 	if err := d.settle(d.running()); err != nil {
 		return err
 	}
 	if err := d.final.checkFailed(); err != nil {
 		return err
 	}
-	stage := d.dirBackend.root
+	stage := d.Backend.root
 	if _, err := d.fs.Lstat(stage); errors.Is(err, fs.ErrNotExist) {
 		// An empty source copied nothing: make the empty root itself.
 		needs, err := d.makeDirs(stage)

@@ -1,12 +1,16 @@
-package claimstore
+package dirbackend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path/filepath"
 	"sync"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 )
 
 // The publish protocol of the directory backend, in two halves so that the
@@ -43,7 +47,7 @@ type parentSync struct {
 }
 
 // tick returns a new epoch. b.mu is held.
-func (b *dirBackend) tickLocked() uint64 {
+func (b *Backend) tickLocked() uint64 {
 	b.epoch++
 	return b.epoch
 }
@@ -53,7 +57,7 @@ func (b *dirBackend) tickLocked() uint64 {
 // every other directory must be a real directory that only the root's owner
 // may write), and returns the parent fsyncs still owed for each directory
 // whose entry this process has not yet made durable. It fsyncs nothing.
-func (b *dirBackend) makeDirs(dir string) ([]parentSync, error) {
+func (b *Backend) makeDirs(dir string) ([]parentSync, error) {
 	var chain []string
 	b.mu.Lock()
 	for d := dir; ; d = filepath.Dir(d) {
@@ -94,7 +98,7 @@ func (b *dirBackend) makeDirs(dir string) ([]parentSync, error) {
 // ancestors first and again after: Open checked them some time ago, and a
 // root swapped for a symlink, or an ancestor made writable by others since,
 // cannot promise exclusion. A refusal creates nothing.
-func (b *dirBackend) makeRoot() error {
+func (b *Backend) makeRoot() error {
 	if b.strict {
 		if err := checkAncestors(b.root); err != nil {
 			return err
@@ -126,8 +130,8 @@ func (b *dirBackend) makeRoot() error {
 }
 
 // fsyncDirs fsyncs dirs, and the parents that needs still owe, all at once,
-// and records what became durable. A failure is sticky (ErrSyncFailed).
-func (b *dirBackend) fsyncDirs(dirs []string, needs []parentSync) error {
+// and records what became durable. A failure is sticky (storage.ErrSyncFailed).
+func (b *Backend) fsyncDirs(dirs []string, needs []parentSync) error {
 	set := map[string]bool{}
 	var order []string
 	add := func(d string) {
@@ -191,20 +195,24 @@ func (b *dirBackend) fsyncDirs(dirs []string, needs []parentSync) error {
 
 // Publish runs the whole publish protocol on revision n of loc: Prepare,
 // then Commit.
-func (b *dirBackend) Publish(loc Loc, n uint64, data []byte, hook func(Barrier) error) error {
-	p, err := b.Prepare(loc, n, data, hook)
+func (b *Backend) Publish(ctx context.Context, loc storage.Loc, n uint64, data []byte, hook func(storage.Barrier) error) error {
+	p, err := b.Prepare(ctx, loc, n, data, hook)
 	if err != nil {
 		return err
 	}
-	return p.Commit()
+	defer p.Abort()
+	return p.Commit(ctx)
 }
 
-// Prepare readies revision n of loc (see Prepared and the protocol above).
-func (b *dirBackend) Prepare(loc Loc, n uint64, data []byte, hook func(Barrier) error) (Prepared, error) {
-	if n == 0 || n > MaxRevision {
-		return nil, fmt.Errorf("revision %d is out of range 1..%d", n, MaxRevision)
+// Prepare readies revision n of loc (see storage.Prepared and the protocol above).
+func (b *Backend) Prepare(ctx context.Context, loc storage.Loc, n uint64, data []byte, hook func(storage.Barrier) error) (storage.Prepared, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	p, err := b.prepare(b.dir(loc), RevisionName(n), data, hook)
+	if n == 0 || n > storage.MaxRevision {
+		return nil, fmt.Errorf("revision %d is out of range 1..%d", n, storage.MaxRevision)
+	}
+	p, err := b.prepare(b.dir(loc), storage.RevisionName(n), data, hook)
 	if err != nil {
 		return nil, err
 	}
@@ -212,25 +220,25 @@ func (b *dirBackend) Prepare(loc Loc, n uint64, data []byte, hook func(Barrier) 
 	return p, nil
 }
 
-// dirPrepared is a temporary written and synced in its directory, to be
+// prepared is a temporary written and synced in its directory, to be
 // linked to its name.
-type dirPrepared struct {
-	b         *dirBackend
+type prepared struct {
+	b         *Backend
 	dir, name string
-	t         TempFile
+	t         vfs.TempFile
 	needs     []parentSync
-	hook      func(Barrier) error
-	loc       Loc // zero for a proof
+	hook      func(storage.Barrier) error
+	loc       storage.Loc // zero for a proof
 	n         uint64
 	done      bool
 }
 
-func (b *dirBackend) prepare(dir, base string, data []byte, hook func(Barrier) error) (*dirPrepared, error) {
+func (b *Backend) prepare(dir, base string, data []byte, hook func(storage.Barrier) error) (*prepared, error) {
 	if err := b.checkFailed(); err != nil {
 		return nil, err
 	}
 	if hook == nil {
-		hook = func(Barrier) error { return nil }
+		hook = func(storage.Barrier) error { return nil }
 	}
 	needs, err := b.makeDirs(dir)
 	if err != nil {
@@ -241,7 +249,7 @@ func (b *dirBackend) prepare(dir, base string, data []byte, hook func(Barrier) e
 	if err != nil {
 		return nil, err
 	}
-	p := &dirPrepared{b: b, dir: dir, name: name, t: t, needs: needs, hook: hook}
+	p := &prepared{b: b, dir: dir, name: name, t: t, needs: needs, hook: hook}
 	if n, err := t.Write(data); err != nil || n != len(data) {
 		if err == nil {
 			err = io.ErrShortWrite
@@ -249,7 +257,7 @@ func (b *dirBackend) prepare(dir, base string, data []byte, hook func(Barrier) e
 		p.Abort()
 		return nil, &fs.PathError{Op: "write temporary for", Path: name, Err: err}
 	}
-	if err := hook(BarrierTempWritten); err != nil {
+	if err := hook(storage.BarrierTempWritten); err != nil {
 		p.Abort()
 		return nil, err
 	}
@@ -258,29 +266,35 @@ func (b *dirBackend) prepare(dir, base string, data []byte, hook func(Barrier) e
 	// first would wait on the disk for nothing.
 	if _, err := b.fs.Lstat(name); err == nil {
 		p.Abort()
-		return nil, &fs.PathError{Op: "publish", Path: name, Err: ErrRevisionExists}
+		return nil, &fs.PathError{Op: "publish", Path: name, Err: storage.ErrRevisionExists}
 	}
 	if err := b.sync(t.Sync); err != nil {
 		p.Abort()
 		return nil, &fs.PathError{Op: "fsync temporary for", Path: name, Err: err}
 	}
-	if err := hook(BarrierTempSynced); err != nil {
+	if err := hook(storage.BarrierTempSynced); err != nil {
 		p.Abort()
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *dirPrepared) Abort() {
+func (p *prepared) Abort() {
 	if !p.done {
 		p.done = true
 		_ = p.t.Close()
 	}
 }
 
-func (p *dirPrepared) Commit() error {
+func (p *prepared) Commit(ctx context.Context) error {
 	if p.done {
-		return errors.New("claimstore: a prepared revision was committed or aborted already")
+		return errors.New("dirbackend: a prepared revision was committed or aborted already")
+	}
+	if err := ctx.Err(); err != nil {
+		// Cancelled before the link: nothing is published, as a crash
+		// before it would leave.
+		p.Abort()
+		return err
 	}
 	b := p.b
 	// An fsync that failed anywhere in this store since Prepare may have
@@ -299,7 +313,7 @@ func (p *dirPrepared) Commit() error {
 		// was lost and the call retried; only another inode is a lost race.
 		if mine, serr := p.t.Is(p.name); serr != nil || !mine {
 			_ = p.t.Close()
-			return &fs.PathError{Op: "publish", Path: p.name, Err: ErrRevisionExists}
+			return &fs.PathError{Op: "publish", Path: p.name, Err: storage.ErrRevisionExists}
 		}
 	}
 	if p.n > 0 {
@@ -308,9 +322,10 @@ func (p *dirPrepared) Commit() error {
 		// which needs no path lookup.
 		var fi fs.FileInfo
 		var err error
-		if st, ok := p.t.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		if st, ok := p.t.(vfs.FileStater); ok {
 			fi, err = st.Stat()
-		} else {
+		}
+		if fi == nil && (err == nil || errors.Is(err, errors.ErrUnsupported)) {
 			fi, err = b.fs.Lstat(p.name)
 		}
 		if err != nil {
@@ -319,9 +334,9 @@ func (p *dirPrepared) Commit() error {
 		}
 		b.mu.Lock()
 		if b.linked == nil {
-			b.linked = map[Loc]linkedFile{}
+			b.linked = map[storage.Loc]linkedFile{}
 		}
-		b.linked[p.loc] = linkedFile{n: p.n, id: identityOf(fi)}
+		b.linked[p.loc] = linkedFile{n: p.n, id: vfs.Identity(fi)}
 		b.mu.Unlock()
 	}
 	// Dropping the temporary name before the directory fsync makes the
@@ -329,7 +344,7 @@ func (p *dirPrepared) Commit() error {
 	// and its data synced whatever Close says; a name it failed to drop is
 	// a stray temporary for fsck, not a reason to disown the revision.
 	_ = p.t.Close()
-	if err := p.hook(BarrierLinked); err != nil {
+	if err := p.hook(storage.BarrierLinked); err != nil {
 		return err
 	}
 	if err := b.fsyncDirs([]string{p.dir}, p.needs); err != nil {
@@ -347,22 +362,22 @@ func (p *dirPrepared) Commit() error {
 		}
 		b.mu.Unlock()
 	}
-	return p.hook(BarrierDirSynced)
+	return p.hook(storage.BarrierDirSynced)
 }
 
 // writeExclusive publishes data as dir/base exclusively and durably (the
 // whole protocol, for proofs).
-func (b *dirBackend) writeExclusive(dir, base string, data []byte, hook func(Barrier) error) error {
+func (b *Backend) writeExclusive(dir, base string, data []byte, hook func(storage.Barrier) error) error {
 	p, err := b.prepare(dir, base, data, hook)
 	if err != nil {
 		return err
 	}
-	return p.Commit()
+	return p.Commit(context.Background())
 }
 
 // Sync fsyncs loc's directory, and owed parents (first use), unless this
 // backend already made revision n durable.
-func (b *dirBackend) Sync(loc Loc, n uint64) error {
+func (b *Backend) Sync(ctx context.Context, loc storage.Loc, n uint64) error {
 	if n == 0 {
 		return nil
 	}

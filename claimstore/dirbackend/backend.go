@@ -1,6 +1,7 @@
-package claimstore
+package dirbackend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,70 +12,22 @@ import (
 	"sync"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/internal/safefile"
 )
 
-// The seam's types live in package storage, so that a backend on another
-// engine (claimstore/etcdbackend) implements it without importing this
-// package, and this package's tests can run their suite over it. They are
-// aliased here so that the store's API is unchanged.
-type (
-	Loc      = storage.Loc
-	Barrier  = storage.Barrier
-	Backend  = storage.Backend
-	Prepared = storage.Prepared
-)
-
-const (
-	BarrierTempWritten = storage.BarrierTempWritten
-	BarrierTempSynced  = storage.BarrierTempSynced
-	BarrierLinked      = storage.BarrierLinked
-	BarrierDirSynced   = storage.BarrierDirSynced
-	BarrierBetweenKeys = storage.BarrierBetweenKeys
-	// MaxRevision is the highest revision number the file name can carry.
-	MaxRevision = storage.MaxRevision
-)
-
-// Barriers lists the barrier points in the order an operation meets them.
-var Barriers = storage.Barriers
-
-// Loc returns where k's history lives.
-func (k Key) Loc() Loc { return Loc{Kind: k.Kind, Hash: k.Hash()} }
-
-// Point is where a barrier hook is called: the barrier, the key and the
-// revision being published (for between-keys, the seat key and its new
-// revision), and the claim.
-type Point struct {
-	Barrier  Barrier
-	Key      Key
-	Revision uint64
-	ClaimID  string
-}
-
-// BarrierFunc is called at every barrier point. An error stops the
-// operation right there and is returned from it, leaving the disk as a
-// crash at that point would. A store that overlaps a step's work (see
-// Options.Sequential) calls it from more than one goroutine at once, in an
-// order that varies within the protocol's constraints: seat linked and
-// dir-synced, between-keys, then session linked.
-type BarrierFunc func(Point) error
-
-// RevisionName returns the file name of revision n: "r" and ten digits.
-func RevisionName(n uint64) string { return storage.RevisionName(n) }
-
-// parseRevisionName is ParseRevisionName on bytes, allocating nothing.
-func parseRevisionName(name []byte) (uint64, bool) { return storage.ParseRevisionNameBytes(name) }
-
-// ParseRevisionName returns the number in a revision file name.
-func ParseRevisionName(name string) (uint64, bool) { return storage.ParseRevisionName(name) }
-
-// dirBackend is the directory backend: <root>/<kind>/<hash>/r<n>.json on an FS.
-type dirBackend struct {
-	fs   FS
+// Backend is the directory backend: <root>/<kind>/<hash>/r<n>.json on a
+// vfs.FS, the format the reference implementation writes. It implements
+// storage.Backend and the optional storage.Censuser, OwnHeadChecker,
+// WalkSyncer, Stager and LayoutChecker. Its methods are safe for concurrent
+// use; exclusion between writers, in this process or any other, comes from
+// link(2), not from locks.
+type Backend struct {
+	fs   vfs.FS
 	root string
 
 	mu    sync.Mutex
-	hints map[Loc]uint64 // last head seen: where the next probe starts
+	hints map[storage.Loc]uint64 // last head seen: where the next probe starts
 	// durable records directories whose entry in their parent this
 	// process has made durable; see makeDirs and fsyncDirs.
 	durable map[string]bool
@@ -84,7 +37,7 @@ type dirBackend struct {
 	epoch    uint64
 	// kindOK records kind directories checked to be real directories.
 	kindOK map[string]bool
-	// failed is the sticky fsync failure; see ErrSyncFailed.
+	// failed is the sticky fsync failure; see storage.ErrSyncFailed.
 	failed error
 	// inflight are the fsyncs running now, by sequence number; settled is
 	// signalled as each ends (see settle).
@@ -93,7 +46,7 @@ type dirBackend struct {
 	settled  *sync.Cond
 	// synced records, per key, the highest revision known durable: made
 	// so by this process's directory fsync after reading or publishing it.
-	synced map[Loc]uint64
+	synced map[storage.Loc]uint64
 	// strict is set on the operating system's filesystem, where the root's
 	// ancestors are checked before the first write (checkAncestors).
 	strict bool
@@ -103,24 +56,94 @@ type dirBackend struct {
 	// linked remembers, per key, the file this backend last linked as a
 	// revision, so that IsOwnHead can tell that very file from one put in
 	// its place by hand.
-	linked map[Loc]linkedFile
+	linked map[storage.Loc]linkedFile
 	// uid is the root's owner, once read (see rootUID).
 	uid             int
 	uidOK, uidKnown bool
 }
 
-var _ Backend = (*dirBackend)(nil)
+var (
+	_ storage.Backend        = (*Backend)(nil)
+	_ storage.Censuser       = (*Backend)(nil)
+	_ storage.OwnHeadChecker = (*Backend)(nil)
+	_ storage.WalkSyncer     = (*Backend)(nil)
+	_ storage.Stager         = (*Backend)(nil)
+	_ storage.LayoutChecker  = (*Backend)(nil)
+)
 
-// NewDirBackend returns the directory backend for the claim root on fsys:
-// the format the reference implementation writes.
-func NewDirBackend(fsys FS, root string) Backend {
-	_, strict := fsys.(osFS)
-	b := &dirBackend{fs: fsys, root: root, hints: map[Loc]uint64{}, durable: map[string]bool{}, syncedAt: map[string]uint64{}, kindOK: map[string]bool{}, synced: map[Loc]uint64{}, strict: strict, inflight: map[uint64]bool{}}
+// Options configure a Backend. A nil *Options means all defaults.
+type Options struct {
+	// FS is the filesystem the root is on. Default: vfs.OS, and then the
+	// root's ancestors are checked (see Open), which a simulated
+	// filesystem has none of.
+	FS vfs.FS
+	// Sequential makes the fsyncs that the protocol lets run at once (a
+	// directory's and its parents') run one after another in a fixed order,
+	// so that tests that stop the filesystem after its k-th call meet the
+	// same call at the same k every run. The crash states are the same.
+	Sequential bool
+}
+
+// Open returns the directory backend on the claim root, checking it as a
+// root on the operating system's filesystem must be (when opts.FS is not
+// set): the root need not exist (the first write creates it, mode 0700),
+// but its parent must, and an existing root must be a real directory (not
+// a symlink) that no other user can write into; every ancestor must belong
+// to root or to this user and not be writable by group or others unless
+// sticky, since a user who can write into one can rename the root away
+// (checked again before the first write). Otherwise the error wraps
+// storage.ErrUnsafeRoot and names the path and the fix. On another
+// filesystem (opts.FS, a test's) the root is not checked. Open touches
+// nothing on disk.
+func Open(root string, opts *Options) (*Backend, error) {
+	if root == "" {
+		return nil, errors.New("dirbackend: a claim root is required")
+	}
+	root = filepath.Clean(root)
+	if isStagingName(root) {
+		return nil, &fs.PathError{Op: "open claim root", Path: root, Err: fmt.Errorf("%w: a directory named .NAME%s is where claimctl copy builds a copy of a root before it renames it into place; it is never a root (remove it with claimctl copy --abort --to NAME)", storage.ErrUnsafeRoot, StagingSuffix)}
+	}
+	if opts == nil || opts.FS == nil || opts.FS == vfs.OS {
+		if err := CheckRoot(root); err != nil {
+			return nil, err
+		}
+	}
+	return New(root, opts), nil
+}
+
+// New is Open without its checks: the directory backend on root as it is.
+// On the operating system's filesystem (opts.FS not set, or vfs.OS) the
+// root's ancestors are still checked before the first write.
+func New(root string, opts *Options) *Backend {
+	if opts == nil {
+		opts = &Options{}
+	}
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = vfs.OS
+	}
+	// The ancestors of a root on the operating system's filesystem are
+	// checked before its first write; a simulated one has none to check.
+	strict := fsys == vfs.OS
+	b := &Backend{fs: fsys, root: filepath.Clean(root), hints: map[storage.Loc]uint64{}, durable: map[string]bool{}, syncedAt: map[string]uint64{}, kindOK: map[string]bool{}, synced: map[storage.Loc]uint64{}, strict: strict, sequential: opts.Sequential, inflight: map[uint64]bool{}}
 	b.settled = sync.NewCond(&b.mu)
 	return b
 }
 
-func (b *dirBackend) dir(loc Loc) string { return filepath.Join(b.root, string(loc.Kind), loc.Hash) }
+// Root implements storage.Backend: the root's path.
+func (b *Backend) Root() string { return b.root }
+
+// Path implements storage.Backend: elem joined to the root's path.
+func (b *Backend) Path(elem ...string) string {
+	return filepath.Join(append([]string{b.root}, elem...)...)
+}
+
+// FS returns the filesystem the backend runs on.
+func (b *Backend) FS() vfs.FS { return b.fs }
+
+func (b *Backend) dir(loc storage.Loc) string {
+	return filepath.Join(b.root, string(loc.Kind), loc.Hash)
+}
 
 // checkKeyDir is checkDir for a key directory, which is checked inside its
 // kind directory: in a kind directory that another user could write into,
@@ -129,7 +152,7 @@ func (b *dirBackend) dir(loc Loc) string { return filepath.Join(b.root, string(l
 // published into it. A kind directory found trustworthy is not checked
 // again by this backend; a distrusted one is checked every time (an
 // operator may fix it).
-func (b *dirBackend) checkKeyDir(dir string) (exists bool, distrust, err error) {
+func (b *Backend) checkKeyDir(dir string) (exists bool, distrust, err error) {
 	kind := filepath.Dir(dir)
 	b.mu.Lock()
 	ok := b.kindOK[kind]
@@ -154,7 +177,7 @@ func (b *dirBackend) checkKeyDir(dir string) (exists bool, distrust, err error) 
 // directory, proofs/), if it exists, is a real directory: the store never
 // follows a symlink out of the root. distrust is non-nil when the directory
 // exists but another user could write into it or owns it (see trustInfo).
-func (b *dirBackend) checkDir(dir string) (exists bool, distrust, err error) {
+func (b *Backend) checkDir(dir string) (exists bool, distrust, err error) {
 	fi, err := b.fs.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil, nil
@@ -167,28 +190,21 @@ func (b *dirBackend) checkDir(dir string) (exists bool, distrust, err error) {
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			what = "a symlink"
 		}
-		return false, nil, &fs.PathError{Op: "open directory", Path: dir, Err: fmt.Errorf("%w: it is %s; the store never follows it (move it aside and run claimctl fsck)", ErrUnsafePath, what)}
+		return false, nil, &fs.PathError{Op: "open directory", Path: dir, Err: fmt.Errorf("%w: it is %s; the store never follows it (move it aside and run claimctl fsck)", storage.ErrUnsafePath, what)}
 	}
 	return true, b.trustInfo(dir, fi), nil
 }
 
-// probeFS is implemented by filesystems that can check many names of one
-// directory more cheaply than one Lstat each (OSFS can). size is the
-// directory's st_size, or 0.
-type probeFS interface {
-	ProbeDir(dir string) (exists func(base string) (bool, error), size int64, closeDir func() error, err error)
-}
-
 // prober returns an existence check for revisions of dir, the directory's
 // size where the filesystem says, and its release.
-func (b *dirBackend) prober(dir string) (func(n uint64) (bool, error), int64, func()) {
-	if p, ok := b.fs.(probeFS); ok {
+func (b *Backend) prober(dir string) (func(n uint64) (bool, error), int64, func()) {
+	if p, ok := b.fs.(vfs.DirProber); ok {
 		if exists, size, closeDir, err := p.ProbeDir(dir); err == nil {
-			return func(n uint64) (bool, error) { return exists(RevisionName(n)) }, size, func() { _ = closeDir() }
+			return func(n uint64) (bool, error) { return exists(storage.RevisionName(n)) }, size, func() { _ = closeDir() }
 		}
 	}
 	return func(n uint64) (bool, error) {
-		_, err := b.fs.Lstat(filepath.Join(dir, RevisionName(n)))
+		_, err := b.fs.Lstat(filepath.Join(dir, storage.RevisionName(n)))
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
@@ -198,24 +214,27 @@ func (b *dirBackend) prober(dir string) (func(n uint64) (bool, error), int64, fu
 
 // Head finds the highest revision by probing names rather than listing the
 // directory (probe), then reads it.
-func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
+func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, nil, err
+	}
 	lo, distrust, err := b.probe(loc)
 	if err != nil {
-		return 0, nil, nil, err
+		return 0, nil, err
 	}
 	if distrust != nil {
 		// Even with no revision: whoever else can write here could have
 		// removed them all.
-		return lo, nil, distrust, nil
+		return lo, nil, &storage.ReadError{N: lo, Err: distrust}
 	}
 	if lo == 0 {
-		return 0, nil, nil, nil
+		return 0, nil, nil
 	}
-	data, rerr := b.readFile(filepath.Join(b.dir(loc), RevisionName(lo)))
+	data, rerr := b.readFile(filepath.Join(b.dir(loc), storage.RevisionName(lo)))
 	if rerr != nil {
-		return lo, nil, rerr, nil
+		return lo, nil, &storage.ReadError{N: lo, Err: rerr}
 	}
-	return lo, data, nil, nil
+	return lo, data, nil
 }
 
 // IsOwnHead reports, without reading the revision, whether revision n is
@@ -223,7 +242,7 @@ func (b *dirBackend) Head(loc Loc) (uint64, []byte, error, error) {
 // probing names in a directory it can trust, and identified by fstat
 // identity. Any doubt (an error, another file, a directory others can
 // write) is false: the caller then reads the head.
-func (b *dirBackend) IsOwnHead(loc Loc, n uint64) bool {
+func (b *Backend) IsOwnHead(ctx context.Context, loc storage.Loc, n uint64) bool {
 	head, distrust, err := b.probe(loc)
 	if err != nil || distrust != nil || head != n {
 		return false
@@ -231,26 +250,18 @@ func (b *dirBackend) IsOwnHead(loc Loc, n uint64) bool {
 	b.mu.Lock()
 	l, ok := b.linked[loc]
 	b.mu.Unlock()
-	if !ok || l.n != n || l.id == (fileID{}) {
+	if !ok || l.n != n || l.id == (vfs.FileID{}) {
 		return false
 	}
 	// The inode alone is not enough: a file put in place of a removed one
 	// may get its number back at once.
-	fi, err := b.fs.Lstat(filepath.Join(b.dir(loc), RevisionName(n)))
-	return err == nil && identityOf(fi) == l.id
+	fi, err := b.fs.Lstat(filepath.Join(b.dir(loc), storage.RevisionName(n)))
+	return err == nil && vfs.Identity(fi) == l.id
 }
 
 type linkedFile struct {
 	n  uint64
-	id fileID
-}
-
-// fileID is what tells one file from another put in its place: device and
-// inode (a removed file's number may be given to the next one at once), and
-// size and modification time. Zero when the filesystem does not say.
-type fileID struct {
-	dev, ino, size uint64
-	mtime, ctime   int64 // ctime cannot be set from user space: a copy with -p keeps mtime, not ctime
+	id vfs.FileID
 }
 
 // probe finds the highest revision by probing names, so that its cost
@@ -261,7 +272,7 @@ type fileID struct {
 // the format's density (revisions 1..n, no gaps), which the publish
 // protocol keeps; a gap can only come from outside the protocol, and fsck
 // reports it. distrust is the directory's trust problem (see checkDir).
-func (b *dirBackend) probe(loc Loc) (uint64, error, error) {
+func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 	dir := b.dir(loc)
 	ok, distrust, err := b.checkKeyDir(dir)
 	if err != nil || !ok {
@@ -317,8 +328,8 @@ func (b *dirBackend) probe(loc Loc) (uint64, error, error) {
 	}
 	if up {
 		for step := uint64(1); ; step *= 2 {
-			if hi > MaxRevision {
-				hi = MaxRevision + 1
+			if hi > storage.MaxRevision {
+				hi = storage.MaxRevision + 1
 				break
 			}
 			ok, err := exists(hi)
@@ -366,11 +377,17 @@ func estimateRevisions(size int64) uint64 {
 	return uint64(size) / 24 * 2 / 3
 }
 
-func (b *dirBackend) Read(loc Loc, n uint64) ([]byte, error) {
-	return b.readFile(filepath.Join(b.dir(loc), RevisionName(n)))
+func (b *Backend) Read(ctx context.Context, loc storage.Loc, n uint64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.readFile(filepath.Join(b.dir(loc), storage.RevisionName(n)))
 }
 
-func (b *dirBackend) List(loc Loc) ([]uint64, []string, error) {
+func (b *Backend) List(ctx context.Context, loc storage.Loc) ([]uint64, []string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	dir := b.dir(loc)
 	// A distrusted directory is still listed: Head reports it, and fsck
 	// needs to see what is in it.
@@ -384,7 +401,7 @@ func (b *dirBackend) List(loc Loc) ([]uint64, []string, error) {
 	var revs []uint64
 	var other []string
 	for _, name := range names {
-		if n, ok := ParseRevisionName(name); ok {
+		if n, ok := storage.ParseRevisionName(name); ok {
 			revs = append(revs, n)
 		} else {
 			other = append(other, name)
@@ -395,30 +412,24 @@ func (b *dirBackend) List(loc Loc) ([]uint64, []string, error) {
 	return revs, other, nil
 }
 
-// scanFS is implemented by filesystems that can stream a directory's
-// names without allocating them (OSFS can, with getdents).
-type scanFS interface {
-	ScanDir(dir string, each func(name []byte)) error
-}
-
 // Census counts loc's revisions and finds the highest, without keeping
 // their names: a cold free head's listing, whose cost grows with the
 // history, is mostly this.
-func (b *dirBackend) Census(loc Loc) (top uint64, count int, err error) {
+func (b *Backend) Census(ctx context.Context, loc storage.Loc) (top uint64, count int, err error) {
 	dir := b.dir(loc)
 	if ok, _, err := b.checkKeyDir(dir); err != nil || !ok {
 		return 0, 0, err
 	}
-	sc, ok := b.fs.(scanFS)
+	sc, ok := b.fs.(vfs.DirScanner)
 	if !ok {
-		revs, _, err := b.List(loc)
+		revs, _, err := b.List(ctx, loc)
 		if err != nil || len(revs) == 0 {
 			return 0, 0, err
 		}
 		return revs[len(revs)-1], len(revs), nil
 	}
 	err = sc.ScanDir(dir, func(name []byte) {
-		if n, ok := parseRevisionName(name); ok {
+		if n, ok := storage.ParseRevisionNameBytes(name); ok {
 			count++
 			top = max(top, n)
 		}
@@ -426,7 +437,10 @@ func (b *dirBackend) Census(loc Loc) (top uint64, count int, err error) {
 	return top, count, err
 }
 
-func (b *dirBackend) Locs(kind Kind) ([]Loc, error) {
+func (b *Backend) Locs(ctx context.Context, kind storage.Kind) ([]storage.Loc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(b.root, string(kind))
 	// A kind directory that is a symlink is not listed: its keys would be
 	// another directory's. One others can write is (fsck reports it, and
@@ -439,19 +453,17 @@ func (b *dirBackend) Locs(kind Kind) ([]Loc, error) {
 		return nil, err
 	}
 	sort.Strings(names)
-	var out []Loc
+	var out []storage.Loc
 	for _, name := range names {
-		if isKeyHash(name) {
-			out = append(out, Loc{Kind: kind, Hash: name})
+		if storage.IsKeyHash(name) {
+			out = append(out, storage.Loc{Kind: kind, Hash: name})
 		}
 	}
 	return out, nil
 }
 
-func isKeyHash(name string) bool { return storage.IsKeyHash(name) }
-
 // sync runs an fsync and makes a failure sticky.
-func (b *dirBackend) sync(f func() error) error {
+func (b *Backend) sync(f func() error) error {
 	b.mu.Lock()
 	b.syncSeq++
 	id := b.syncSeq
@@ -466,13 +478,13 @@ func (b *dirBackend) sync(f func() error) error {
 	b.settled.Broadcast()
 	b.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSyncFailed, err)
+		return fmt.Errorf("%w: %w", storage.ErrSyncFailed, err)
 	}
 	return nil
 }
 
 // running returns the fsyncs in flight now.
-func (b *dirBackend) running() []uint64 {
+func (b *Backend) running() []uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ids := make([]uint64, 0, len(b.inflight))
@@ -488,7 +500,7 @@ func (b *dirBackend) running() []uint64 {
 // later, successful fsync of the same directory never writes (the kernel
 // reports the loss once): nothing is acknowledged after such a failure,
 // including by an operation that was already under way.
-func (b *dirBackend) settle(before []uint64) error {
+func (b *Backend) settle(before []uint64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, id := range before {
@@ -497,25 +509,28 @@ func (b *dirBackend) settle(before []uint64) error {
 		}
 	}
 	if b.failed != nil {
-		return fmt.Errorf("%w (first failure: %v)", ErrSyncFailed, b.failed)
+		return fmt.Errorf("%w (first failure: %v)", storage.ErrSyncFailed, b.failed)
 	}
 	return nil
 }
 
-func (b *dirBackend) checkFailed() error {
+func (b *Backend) checkFailed() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.failed != nil {
-		return fmt.Errorf("%w (first failure: %v)", ErrSyncFailed, b.failed)
+		return fmt.Errorf("%w (first failure: %v)", storage.ErrSyncFailed, b.failed)
 	}
 	return nil
 }
 
-func (b *dirBackend) proofDir() string { return filepath.Join(b.root, "proofs") }
+func (b *Backend) proofDir() string { return filepath.Join(b.root, "proofs") }
 
-func (b *dirBackend) WriteProof(id string, data []byte) error {
+func (b *Backend) WriteProof(ctx context.Context, id string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	err := b.writeExclusive(b.proofDir(), id+".json", data, nil)
-	if errors.Is(err, ErrRevisionExists) {
+	if errors.Is(err, storage.ErrRevisionExists) {
 		// Another issuer's proof: it may be linked and not yet durable
 		// (its writer may have died before the directory fsync, or before
 		// the fsync of the root that makes proofs/ itself durable), and
@@ -536,7 +551,7 @@ func (b *dirBackend) WriteProof(id string, data []byte) error {
 // directory that only the root's owner can write, and the file a regular,
 // trusted file of bounded size. A proof reached through a symlink would
 // free a live claim on evidence from anywhere.
-func (b *dirBackend) ReadProof(id string) ([]byte, error) {
+func (b *Backend) ReadProof(ctx context.Context, id string) ([]byte, error) {
 	path := filepath.Join(b.proofDir(), id+".json")
 	ok, distrust, err := b.checkDir(b.proofDir())
 	switch {
@@ -550,7 +565,7 @@ func (b *dirBackend) ReadProof(id string) ([]byte, error) {
 	return b.readFile(path)
 }
 
-func (b *dirBackend) Proofs() ([]string, error) {
+func (b *Backend) Proofs(ctx context.Context) ([]string, error) {
 	if _, _, err := b.checkDir(b.proofDir()); err != nil {
 		return nil, err
 	}
@@ -560,7 +575,7 @@ func (b *dirBackend) Proofs() ([]string, error) {
 	}
 	var ids []string
 	for _, name := range names {
-		if id, ok := strings.CutSuffix(name, ".json"); ok && !strings.HasPrefix(name, TempPrefix) {
+		if id, ok := strings.CutSuffix(name, ".json"); ok && !strings.HasPrefix(name, vfs.TempPrefix) {
 			ids = append(ids, id)
 		}
 	}
@@ -568,7 +583,7 @@ func (b *dirBackend) Proofs() ([]string, error) {
 	return ids, err
 }
 
-// syncWalk makes durable, at once, every key a walk has read up to the
+// SyncWalk implements storage.WalkSyncer: it makes durable, at once, every key a walk has read up to the
 // revision it read (heads: loc -> highest revision seen), with the
 // directories holding them: one syncfs(2) of the root's filesystem instead
 // of a directory fsync per key, which a walk that reports thousands of
@@ -576,7 +591,7 @@ func (b *dirBackend) Proofs() ([]string, error) {
 // filesystem: the store never crosses a mount point below it. Where the
 // platform has no syncfs it does nothing, and each key is synced when a
 // decision rests on it (Sync).
-func (b *dirBackend) syncWalk(heads map[Loc]uint64) error {
+func (b *Backend) SyncWalk(ctx context.Context, heads map[storage.Loc]uint64) error {
 	if err := b.checkFailed(); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
-package claimstore
+package dirbackend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/claimstore/vfs"
 )
 
 // probeCountFS is the OS filesystem whose ProbeDir counts its existence
@@ -16,14 +21,14 @@ import (
 // entries, so that the probe's path does not depend on the filesystem the
 // test runs on.
 type probeCountFS struct {
-	osFS
+	vfs.OSFS
 	calls  *int
 	failAt int
 	size   int64
 }
 
 func (f probeCountFS) ProbeDir(dir string) (func(string) (bool, error), int64, func() error, error) {
-	exists, _, closeDir, err := f.osFS.ProbeDir(dir)
+	exists, _, closeDir, err := f.OSFS.ProbeDir(dir)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -40,7 +45,7 @@ func (f probeCountFS) ProbeDir(dir string) (func(string) (bool, error), int64, f
 // with Lstat), counting the Lstats of revision names and failing the
 // failAt-th one with EIO.
 type lstatCountFS struct {
-	FS
+	vfs.FS
 	calls  *int
 	failAt int
 }
@@ -66,7 +71,7 @@ func TestProbe(t *testing.T) {
 	type tc struct {
 		n, made uint64 // the head; made > n: revisions above n were made, then removed (a large directory)
 		hint    uint64
-		top     bool // only revisions n-1 and n exist (n near MaxRevision)
+		top     bool // only revisions n-1 and n exist (n near storage.MaxRevision)
 		want    int  // existence checks with the OS filesystem (ProbeDir, with the size estimate)
 	}
 	cases := []tc{
@@ -80,18 +85,18 @@ func TestProbe(t *testing.T) {
 		{n: 150, made: 900, want: 18}, {n: 1, made: 900, want: 18}, {n: 899, made: 900, want: 17},
 		{n: 700, made: 900, want: 12},
 		// The last number a name can carry: the probe stops there.
-		{n: MaxRevision, hint: MaxRevision - 1, top: true, want: 2},
-		{n: MaxRevision, hint: MaxRevision, top: true, want: 1},
+		{n: storage.MaxRevision, hint: storage.MaxRevision - 1, top: true, want: 2},
+		{n: storage.MaxRevision, hint: storage.MaxRevision, top: true, want: 1},
 	}
 	t.Run("no-directory", func(t *testing.T) {
 		root := newRoot(t)
-		if err := os.MkdirAll(filepath.Join(root, string(KindSeat)), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(root, string(storage.KindSeat)), 0o700); err != nil {
 			t.Fatal(err)
 		}
 		calls := 0
-		for _, fsys := range []FS{probeCountFS{calls: &calls}, lstatCountFS{FS: OSFS, calls: &calls}} {
-			b := NewDirBackend(fsys, root).(*dirBackend)
-			if n, distrust, err := b.probe(Loc{Kind: KindSeat, Hash: strings.Repeat("cd", 16)}); n != 0 || distrust != nil || err != nil || calls != 0 {
+		for _, fsys := range []vfs.FS{probeCountFS{calls: &calls}, lstatCountFS{FS: vfs.OS, calls: &calls}} {
+			b := New(root, &Options{FS: fsys})
+			if n, distrust, err := b.probe(storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("cd", 16)}); n != 0 || distrust != nil || err != nil || calls != 0 {
 				t.Errorf("%T: probe of a key with no directory = %d, %v, %v after %d checks; want 0, nil, nil after none", fsys, n, distrust, err, calls)
 			}
 		}
@@ -100,7 +105,7 @@ func TestProbe(t *testing.T) {
 		name := fmt.Sprintf("n=%d,made=%d,hint=%d,top=%v", c.n, c.made, c.hint, c.top)
 		t.Run(name, func(t *testing.T) {
 			root := newRoot(t)
-			loc := Loc{Kind: KindSession, Hash: strings.Repeat("ab", 16)}
+			loc := storage.Loc{Kind: storage.KindSession, Hash: strings.Repeat("ab", 16)}
 			dir := filepath.Join(root, string(loc.Kind), loc.Hash)
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				t.Fatal(err)
@@ -110,12 +115,12 @@ func TestProbe(t *testing.T) {
 				from = c.n - 1
 			}
 			for i := from; i <= max(c.n, c.made); i++ {
-				if err := os.WriteFile(filepath.Join(dir, RevisionName(i)), nil, 0o400); err != nil {
+				if err := os.WriteFile(filepath.Join(dir, storage.RevisionName(i)), nil, 0o400); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for i := c.n + 1; i <= c.made; i++ {
-				if err := os.Remove(filepath.Join(dir, RevisionName(i))); err != nil {
+				if err := os.Remove(filepath.Join(dir, storage.RevisionName(i))); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -127,11 +132,11 @@ func TestProbe(t *testing.T) {
 					if c.top {
 						size = 4096
 					}
-					var fsys FS = probeCountFS{calls: &calls, failAt: failAt, size: size}
+					var fsys vfs.FS = probeCountFS{calls: &calls, failAt: failAt, size: size}
 					if plain {
-						fsys = lstatCountFS{FS: OSFS, calls: &calls, failAt: failAt}
+						fsys = lstatCountFS{FS: vfs.OS, calls: &calls, failAt: failAt}
 					}
-					b := NewDirBackend(fsys, root).(*dirBackend)
+					b := New(root, &Options{FS: fsys})
 					if c.hint > 0 {
 						b.hints[loc] = c.hint
 					}
@@ -148,7 +153,7 @@ func TestProbe(t *testing.T) {
 							t.Fatalf("second probe = %d, %v; want %d", again, err, got)
 						}
 						want := 2
-						if got == 0 || got == MaxRevision {
+						if got == 0 || got == storage.MaxRevision {
 							want = 1 // nothing below, or no name above
 						}
 						if warm := calls - before; warm != want {
@@ -178,7 +183,7 @@ func TestProbe(t *testing.T) {
 // pathLstatFailFS is the OS filesystem whose nth Lstat of path fails with
 // EIO.
 type pathLstatFailFS struct {
-	osFS
+	vfs.OSFS
 	path  string
 	nth   int
 	calls *int
@@ -191,11 +196,11 @@ func (f pathLstatFailFS) Lstat(name string) (os.FileInfo, error) {
 			return nil, &os.PathError{Op: "lstat", Path: name, Err: syscall.EIO}
 		}
 	}
-	return f.osFS.Lstat(name)
+	return f.OSFS.Lstat(name)
 }
 
 // scanFailFS is the OS filesystem whose directory scans fail with EIO.
-type scanFailFS struct{ osFS }
+type scanFailFS struct{ vfs.OSFS }
 
 func (scanFailFS) ScanDir(dir string, each func(name []byte)) error {
 	return &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
@@ -206,20 +211,34 @@ func (scanFailFS) ScanDir(dir string, each func(name []byte)) error {
 // before the listing, the listing itself) is an error, never a free (or
 // any) head.
 func TestHeadReadFaultsAreErrors(t *testing.T) {
-	root, s0, _, session := releasedPair(t)
+	root := newRoot(t)
+	s0 := openStore(t, New(root, nil))
+	seat, _ := claimstore.SeatKey("s", "project", "workspace")
+	session, _ := claimstore.SessionKey("x")
+	o, err := s0.Self(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s0.Acquire(context.Background(), seat, session, claimstore.AcquireFields{Owner: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s0.Release(context.Background(), c, claimstore.NewProof(claimstore.ProofCohort, "done")); err != nil {
+		t.Fatal(err)
+	}
 	dir := s0.KeyDir(session)
-	for name, fsys := range map[string]FS{
-		"revision-check":       lstatCountFS{FS: OSFS, calls: new(int), failAt: 1},
-		"later-revision-check": lstatCountFS{FS: OSFS, calls: new(int), failAt: 2},
+	for name, fsys := range map[string]vfs.FS{
+		"revision-check":       lstatCountFS{FS: vfs.OS, calls: new(int), failAt: 1},
+		"later-revision-check": lstatCountFS{FS: vfs.OS, calls: new(int), failAt: 2},
 		// The first Lstat of the key directory is the probe's check; the
 		// second is the listing's.
-		"directory-check":                pathLstatFailFS{osFS: osFS{}, path: dir, nth: 1, calls: new(int)},
-		"directory-check-before-listing": pathLstatFailFS{osFS: osFS{}, path: dir, nth: 2, calls: new(int)},
+		"directory-check":                pathLstatFailFS{OSFS: vfs.OSFS{}, path: dir, nth: 1, calls: new(int)},
+		"directory-check-before-listing": pathLstatFailFS{OSFS: vfs.OSFS{}, path: dir, nth: 2, calls: new(int)},
 		"listing":                        scanFailFS{},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := openStore(t, root, &Options{FS: fsys})
-			h, err := s.Head(session)
+			s := openStore(t, New(root, &Options{FS: fsys}))
+			h, err := s.Head(context.Background(), session)
 			if !errors.Is(err, syscall.EIO) {
 				t.Fatalf("Head = %+v, %v; want EIO", h, err)
 			}

@@ -1,0 +1,79 @@
+package dirbackend
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+)
+
+// ProofDir is the directory under the root that holds proof files.
+const ProofDir = "proofs"
+
+// ErrNotClaimRoot is returned, wrapped in a *NotClaimRootError naming the
+// directory, when a write would make a claim root of a directory that
+// holds other things and nothing of a claim root (see NotClaimRoot): a
+// mistyped --root must not scatter seat/ and session/ into /etc or a home
+// directory. Nothing is written.
+var ErrNotClaimRoot = errors.New("not a claim root")
+
+// rootEntries are what a claim root holds: its kind directories and its
+// proofs. lost+found is what a dedicated filesystem's root holds besides.
+var rootEntries = map[string]bool{string(storage.KindSeat): true, string(storage.KindSession): true, ProofDir: true}
+
+// NotClaimRoot says whether a directory holding names (its entries) may be
+// used as a claim root: it may when it is empty (nothing claimed yet), when
+// it holds seat/, session/ or proofs/ (a claim root, perhaps with stray files
+// that fsck reports), or only lost+found (a filesystem made for it). For any
+// other directory it returns a *NotClaimRootError.
+func NotClaimRoot(root string, names []string) error {
+	var others []string
+	for _, n := range names {
+		if rootEntries[n] {
+			return nil
+		}
+		if n != "lost+found" {
+			others = append(others, n)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	sort.Strings(others)
+	return &NotClaimRootError{Root: root, Entries: others}
+}
+
+// NotClaimRootError says a directory is not a claim root: it holds
+// Entries (sorted) and none of seat/, session/ or proofs/. It wraps
+// ErrNotClaimRoot.
+type NotClaimRootError struct {
+	Root    string
+	Entries []string
+}
+
+// Shown quotes the first few entries, for a message: `"apt", "dpkg"`, or
+// `"a", "b", "c", … (12 in all)`.
+func (e *NotClaimRootError) Shown() string {
+	shown := e.Entries
+	if len(shown) > 3 {
+		shown = shown[:3]
+	}
+	q := make([]string, len(shown))
+	for i, n := range shown {
+		q[i] = strconv.Quote(n)
+	}
+	more := ""
+	if len(e.Entries) > len(shown) {
+		more = fmt.Sprintf(", … (%d in all)", len(e.Entries))
+	}
+	return strings.Join(q, ", ") + more
+}
+
+func (e *NotClaimRootError) Error() string {
+	return fmt.Sprintf("%s is not a claim root: it holds %s and none of seat/, session/ or proofs/; the store writes only into an empty directory (or one it creates) or an existing claim root: pass the claim root with --root (or CLAIMSTORE_ROOT), or an empty directory for a new one; nothing was written", e.Root, e.Shown())
+}
+
+func (e *NotClaimRootError) Unwrap() error { return ErrNotClaimRoot }

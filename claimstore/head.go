@@ -1,0 +1,402 @@
+package claimstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+)
+
+// Head is a key's highest revision as read.
+type Head struct {
+	Key    Key
+	N      uint64  // the highest revision number; 0: the key has none
+	Record *Record // nil when N is 0 or the revision is damaged
+	// Damage says why revision N is damaged (invalid, unreadable, not a
+	// regular file), or is nil. A damaged head holds the key as Uncertain.
+	Damage error
+}
+
+// Held reports whether the head holds its key: it does unless it is
+// absent or stopped with a proof, and always when it is damaged (a key
+// directory another user can write holds its key even when empty).
+func (h *Head) Held() bool {
+	if h.Damage != nil {
+		return true
+	}
+	if h.N == 0 {
+		return false
+	}
+	return h.Record == nil || h.Record.held()
+}
+
+// State returns the state the key reads as: Stopped when free, Uncertain
+// when damaged or stopped without a proof, else the head's state.
+func (h *Head) State() State {
+	switch {
+	case h.Damage != nil:
+		return Uncertain
+	case h.N == 0:
+		return Stopped
+	case h.Record == nil:
+		return Uncertain
+	case h.Record.State == Stopped && h.Record.Proof == nil:
+		return Uncertain
+	}
+	return h.Record.State
+}
+
+// Head reads key k's highest revision. A head that cannot be determined at
+// all (an I/O error, a key directory that is a symlink) is an error; a
+// highest revision that does not validate or cannot be read is returned as
+// damaged.
+func (s *Store) Head(ctx context.Context, k Key) (*Head, error) { return s.head(ctx, k, false) }
+
+// head reads k's head. The probe assumes a dense history, so a head that
+// reads free is confirmed by a listing: a revision beyond a gap (a lost r1,
+// a file restored by hand) would otherwise read as free, and a free key is
+// the one answer the store must never give on a guess. Held keys, the hot
+// path, skip the listing, unless the head is read to publish on (forWrite):
+// a revision above it would mean the next number is a gap being filled, a
+// lost number published again, and a gap below it would make the write
+// build on a history that lost revisions (a backend whose head is one
+// descending range, etcd, sees a head above a gap that the directory
+// backend's cold probe stops below; both read such a key as damaged before
+// a write). That listing is made once per key per store; after it the
+// protocol only appends, which the probe follows.
+func (s *Store) head(ctx context.Context, k Key, forWrite bool) (*Head, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	loc := k.Loc()
+	for attempt := 0; ; attempt++ {
+		h, err := s.probeHead(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if h.Held() && !forWrite {
+			return h, nil
+		}
+		if s.listedUpTo(loc, h.N) {
+			// This store listed the key whole and dense at or below this
+			// head; since then the protocol has only appended.
+			return h, nil
+		}
+		c, err := s.census(ctx, loc)
+		if err != nil {
+			return nil, err
+		}
+		if c.count == 0 {
+			s.noteListing(loc, 0, true)
+			return h, nil
+		}
+		top := c.top
+		// Both a free head and a head to publish on need the whole history
+		// intact: a gap anywhere means revisions were lost or planted, and
+		// neither a free answer nor a new revision may rest on that.
+		if top <= h.N && c.dense() {
+			s.noteListing(loc, h.N, true)
+			return h, nil
+		}
+		var reason string
+		if !c.dense() {
+			missing := uint64(0)
+			if revs, _, err := s.be.List(ctx, loc); err == nil {
+				missing = firstMissing(revs)
+			}
+			reason = fmt.Sprintf("revision %d exists, but revision %d is missing: the history is not dense (run claimctl fsck)", top, missing)
+		}
+		switch {
+		case c.dense() && attempt < 3:
+			// No gap: a writer published after the probe. Read again.
+			continue
+		case c.dense():
+			reason = fmt.Sprintf("the head moved during every one of %d reads; try again", attempt+1)
+		case attempt == 0:
+			// A listing is not atomic: one taken while revisions are
+			// being linked can show N+2 without N+1. Look once more
+			// before calling it a gap.
+			continue
+		}
+		h.Damage = &fs.PathError{Op: "read head", Path: s.RevisionPath(k, top), Err: &DamageError{Reason: reason}}
+		h.N, h.Record = top, nil
+		return h, nil
+	}
+}
+
+// census is what a listing of a key says: its highest revision and how many
+// revisions it holds. Names in a directory are unique, so the history is
+// dense (1..top, no gap) exactly when there are top of them.
+type census struct {
+	top   uint64
+	count int
+}
+
+func (c census) dense() bool { return c.count > 0 && uint64(c.count) == c.top }
+
+// census lists loc, as cheaply as the backend can: a free head is
+// confirmed by one, so its cost is most of a cold free head's.
+func (s *Store) census(ctx context.Context, loc Loc) (census, error) {
+	if b, ok := s.be.(storage.Censuser); ok {
+		top, n, err := b.Census(ctx, loc)
+		return census{top: top, count: n}, err
+	}
+	revs, _, err := s.be.List(ctx, loc)
+	if err != nil || len(revs) == 0 {
+		return census{}, err
+	}
+	return census{top: revs[len(revs)-1], count: len(revs)}, nil
+}
+
+// listedUpTo reports whether a listing of loc this store took showed its
+// history dense and nothing above n: since then the protocol has only
+// appended, which the probe follows.
+func (s *Store) listedUpTo(loc Loc, n uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	top, ok := s.listed[loc]
+	return ok && n >= top
+}
+
+// noteListing records what a listing of loc showed: dense up to top, or a
+// gap. A gap forgets any earlier listing, so that the next head read to
+// publish on, or to answer free, lists the key again and reads it damaged:
+// a store that has seen revisions lost must not go on trusting what it
+// listed before.
+func (s *Store) noteListing(loc Loc, top uint64, dense bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !dense {
+		delete(s.listed, loc)
+		return
+	}
+	s.listed[loc] = max(top, s.listed[loc])
+}
+
+// Gap is a run of revisions missing from a key's history, From to To
+// inclusive: lost in a crash of the disk, deleted or planted by hand. The
+// protocol never leaves one.
+type Gap struct{ From, To uint64 }
+
+// Count is how many revisions the gap is missing.
+func (g Gap) Count() uint64 { return g.To - g.From + 1 }
+
+// Gaps lists k's history and returns its highest revision and every run of
+// revisions missing below it (none for a dense history, or an empty one).
+// Its cost is one listing of the key; its memory, one entry per gap.
+func (s *Store) Gaps(ctx context.Context, k Key) (top uint64, gaps []Gap, err error) {
+	if err := k.Validate(); err != nil {
+		return 0, nil, err
+	}
+	revs, _, err := s.be.List(ctx, k.Loc())
+	if err != nil || len(revs) == 0 {
+		return 0, nil, err
+	}
+	return revs[len(revs)-1], gapsOf(revs), nil
+}
+
+// gapsOf returns the runs missing from revs (ascending) below its last.
+func gapsOf(revs []uint64) []Gap {
+	var out []Gap
+	want := uint64(1)
+	for _, n := range revs {
+		if n > want {
+			out = append(out, Gap{From: want, To: n - 1})
+		}
+		want = n + 1
+	}
+	return out
+}
+
+// firstMissing returns the lowest revision number missing from revs
+// (ascending), which are not dense.
+func firstMissing(revs []uint64) uint64 {
+	for i, n := range revs {
+		if n != uint64(i+1) {
+			return uint64(i + 1)
+		}
+	}
+	return uint64(len(revs) + 1)
+}
+
+// dense reports whether revs (ascending) are exactly 1..len(revs).
+func dense(revs []uint64) bool {
+	return len(revs) > 0 && revs[0] == 1 && revs[len(revs)-1] == uint64(len(revs))
+}
+
+// probeHead reads the head the backend's probing finds.
+func (s *Store) probeHead(ctx context.Context, k Key) (*Head, error) {
+	n, data, err := s.be.Head(ctx, k.Loc())
+	var rerr error
+	var re *storage.ReadError
+	switch {
+	case errors.As(err, &re):
+		n, rerr = re.N, re.Err
+	case err != nil:
+		return nil, err
+	}
+	h := &Head{Key: k, N: n}
+	switch {
+	case rerr != nil:
+		h.Damage = rerr
+	case n == 0:
+	default:
+		h.Record, h.Damage = DecodeRecord(data, k, n)
+		if h.Damage != nil {
+			h.Damage = &fs.PathError{Op: "decode", Path: s.RevisionPath(k, n), Err: h.Damage}
+		} else if err := s.verifyHeadProof(ctx, h.Record); err != nil {
+			h.Record = nil
+			h.Damage = &fs.PathError{Op: "verify proof", Path: s.RevisionPath(k, n), Err: &DamageError{Reason: err.Error(), Err: err}}
+		}
+	}
+	return h, nil
+}
+
+// verifyHeadProof checks the boot proof of a head that would read free.
+// Free is the one answer never given on a guess: a stopped head naming one
+// of this store's boot proofs (boot-<24 hex>) that is missing (a root
+// restored without proofs/), unreadable or not matching the claim is
+// damaged, not free. A ref in another issuer's format (the reference
+// implementation's verifier, a custom BootProofIssuer) names evidence
+// outside the store and is taken as written, like a cohortProof.
+//
+// The proof is read at every head read, never remembered: a decision rests
+// on the proof as it is when the decision is taken, and a proof removed
+// under a long-lived store (a root restored from a backup, an operator
+// moving files) must read the same in it as in a fresh one. It costs one
+// read of a small file per free head that names a boot proof.
+func (s *Store) verifyHeadProof(ctx context.Context, rec *Record) error {
+	if rec.State != Stopped || rec.Proof == nil || rec.Proof.Kind != ProofBoot || !isProofID(rec.Proof.Ref) {
+		return nil
+	}
+	if err := s.VerifyProof(ctx, rec); err != nil {
+		return fmt.Errorf("stopped on boot proof %s, which does not prove the claim over: %w; the key reads as held (run claimctl fsck)", rec.Proof.Ref, err)
+	}
+	return nil
+}
+
+// Revision is one revision of a key's history.
+type Revision struct {
+	N      uint64
+	Record *Record // nil when damaged
+	Data   []byte  // the file's contents as read
+	Damage error
+}
+
+// Revisions returns k's whole history, oldest first. Its cost grows with
+// the history; Head's does not.
+func (s *Store) Revisions(ctx context.Context, k Key) ([]Revision, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	nums, _, err := s.be.List(ctx, k.Loc())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Revision, 0, len(nums))
+	for _, n := range nums {
+		r := Revision{N: n}
+		r.Data, err = s.be.Read(ctx, k.Loc(), n)
+		if err != nil {
+			r.Damage = err
+		} else if r.Record, err = DecodeRecord(r.Data, k, n); err != nil {
+			r.Damage = err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Pair is the view of a claim's two keys.
+type Pair struct {
+	Seat, Session *Head
+}
+
+// State returns the pair state: the more conservative of the two keys.
+func (p *Pair) State() State { return Conservative(p.Seat.State(), p.Session.State()) }
+
+// Held reports whether either key is held.
+func (p *Pair) Held() bool { return p.Seat.Held() || p.Session.Held() }
+
+// Pair reads both keys' heads.
+func (s *Store) Pair(ctx context.Context, seat, session Key) (*Pair, error) {
+	return s.pair(ctx, seat, session, false)
+}
+
+func (s *Store) pair(ctx context.Context, seat, session Key, forWrite bool) (*Pair, error) {
+	if err := checkKinds(seat, session); err != nil {
+		return nil, err
+	}
+	sh, err := s.head(ctx, seat, forWrite)
+	if err != nil {
+		return nil, err
+	}
+	ss, err := s.head(ctx, session, forWrite)
+	if err != nil {
+		return nil, err
+	}
+	return &Pair{Seat: sh, Session: ss}, nil
+}
+
+func checkKinds(seat, session Key) error {
+	if err := seat.Validate(); err != nil {
+		return err
+	}
+	if err := session.Validate(); err != nil {
+		return err
+	}
+	if seat.Kind != KindSeat {
+		return &KeyError{Field: "kind", Value: string(seat.Kind), Reason: "the first key of a pair must be a seat key"}
+	}
+	if session.Kind != KindSession {
+		return &KeyError{Field: "kind", Value: string(session.Kind), Reason: "the second key of a pair must be a session key"}
+	}
+	return nil
+}
+
+// Refusal explains why a held pair refuses a new claim. It returns nil
+// when neither key is held.
+func (s *Store) Refusal(p *Pair) *Refusal {
+	var heads []*Head
+	for _, h := range []*Head{p.Seat, p.Session} {
+		if h.Held() {
+			heads = append(heads, h)
+		}
+	}
+	if len(heads) == 0 {
+		return nil
+	}
+	keys := []Key{p.Seat.Key, p.Session.Key}
+	mine, merr := s.machineID()
+	for _, h := range heads {
+		if h.Record != nil && (merr != nil || h.Record.Host.MachineID != mine) {
+			if merr != nil {
+				return refuse(ForeignHost, h.Record.ClaimID, fmt.Sprintf("%s is held by claim %s and this machine's id cannot be read", h.Key, h.Record.ClaimID), merr, keys...)
+			}
+			return refuse(ForeignHost, h.Record.ClaimID, fmt.Sprintf("%s is held by claim %s taken on machine %q; this is machine %s", h.Key, h.Record.ClaimID, h.Record.Host.MachineID, mine), nil, keys...)
+		}
+	}
+	for _, h := range heads {
+		if h.Record == nil {
+			return refuse(UnsafeReplacement, "", fmt.Sprintf("%s has a damaged head revision %d", h.Key, h.N), h.Damage, keys...)
+		}
+	}
+	if len(heads) == 2 && heads[0].Record.ClaimID != heads[1].Record.ClaimID {
+		return refuse(UnsafeReplacement, "", fmt.Sprintf("%s is held by claim %s but %s by claim %s", heads[0].Key, heads[0].Record.ClaimID, heads[1].Key, heads[1].Record.ClaimID), nil, keys...)
+	}
+	state := Stopped
+	for _, h := range heads {
+		state = Conservative(state, h.State())
+	}
+	id := heads[0].Record.ClaimID
+	reason := fmt.Sprintf("%s is held by claim %s in state %s", heads[0].Key, id, state)
+	if state == Reserved || state == Active {
+		if o, err := heads[0].Record.Owner(); err == nil {
+			reason += fmt.Sprintf(" (owner pid %d)", o.PID)
+		}
+		return refuse(AlreadyActive, id, reason, nil, keys...)
+	}
+	return refuse(UnsafeReplacement, id, reason, nil, keys...)
+}

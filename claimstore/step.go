@@ -1,0 +1,573 @@
+package claimstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+)
+
+// Claim is a writer claim this store published. It records the revisions
+// the claim last published on each key: every later step is fenced on them.
+// A Claim is not safe for concurrent use.
+type Claim struct {
+	ID         string
+	Seat       Key
+	Session    Key
+	SeatRev    uint64
+	SessionRev uint64
+	Record     *Record // the claim's latest record
+}
+
+// AcquireFields are the fields of a new claim.
+type AcquireFields struct {
+	// ClaimID is the new claim's id; "" means a fresh random one.
+	ClaimID string
+	// Owner is the supervisor process that owns the claim (see Store.Self).
+	Owner Owner
+	// UnitName is the systemd unit the writer will run in; "" means the
+	// reference's default, "mosaic-chat-<claim id>".
+	UnitName string
+	// Fields are further members to record (bindingId, harness,
+	// conversation, branch, leaf, pins, generation, prior, execution,
+	// cohortRef, or anything else), each JSON-encoded as given.
+	Fields map[string]any
+}
+
+// UnitNameFor returns the reference implementation's unit name for a claim.
+func UnitNameFor(claimID string) string { return "mosaic-chat-" + claimID }
+
+func (s *Store) newRecord(f AcquireFields) (*Record, error) {
+	id := f.ClaimID
+	if id == "" {
+		id = NewClaimID()
+	} else if !ValidClaimID(id) {
+		return nil, fmt.Errorf("claim id %q is not \"c\" and 24 lowercase hex digits", id)
+	}
+	if f.Owner.PID <= 0 {
+		return nil, fmt.Errorf("owner pid %d is not a process id (use Store.Self)", f.Owner.PID)
+	}
+	machine, err := s.machineID()
+	if err != nil {
+		return nil, fmt.Errorf("cannot record the host: %w", err)
+	}
+	boot, err := s.host.BootID()
+	if err != nil {
+		return nil, fmt.Errorf("cannot record the host: %w", err)
+	}
+	unit := f.UnitName
+	if unit == "" {
+		unit = UnitNameFor(id)
+	}
+	owner, err := jsJSON(f.Owner)
+	if err != nil {
+		return nil, err
+	}
+	r := &Record{ClaimID: id, State: Reserved, Host: Host{MachineID: machine, BootID: boot}}
+	null := json.RawMessage("null")
+	r.Fields.Set(fieldOwner, owner)
+	r.Fields.Set(fieldUnitName, appendJSString(nil, unit))
+	r.Fields.Set(fieldSpawnMarker, json.RawMessage("false"))
+	r.Fields.Set("invocationId", null)
+	r.Fields.Set("engine", null)
+	r.Fields.Set("shim", null)
+	for _, name := range []string{"stop", "prior", "execution", "cohortRef"} {
+		r.Fields.Set(name, null)
+	}
+	if err := applyFields(&r.Fields, f.Fields); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func deleteField(fs Fields, name string) Fields {
+	out := fs[:0]
+	for _, f := range fs {
+		if f.Name != name {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func applyFields(dst *Fields, m map[string]any) error {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if reserved[name] || name == "state" || name == "proof" {
+			return fmt.Errorf("%w: member %q is the store's own", ErrBadPatch, name)
+		}
+		raw, err := jsJSON(m[name])
+		if err != nil {
+			return fmt.Errorf("%w: member %q: %v", ErrBadPatch, name, err)
+		}
+		dst.Set(name, raw)
+	}
+	return nil
+}
+
+func (s *Store) pause(p Point) error {
+	if s.barrier == nil {
+		return nil
+	}
+	return s.barrier(p)
+}
+
+// publish publishes rec as revision n of k. It reports false, nil when
+// another writer won revision n.
+func (s *Store) publish(ctx context.Context, k Key, n uint64, rec *Record) (bool, error) {
+	won, _, err := s.publishLinked(ctx, k, n, rec)
+	return won, err
+}
+
+// publishLinked is publish that also reports whether the revision was
+// linked, which it may be even when a later barrier returned an error.
+func (s *Store) publishLinked(ctx context.Context, k Key, n uint64, rec *Record) (won, linked bool, err error) {
+	p := s.prepare(ctx, k, n, rec)
+	return p.commit(ctx)
+}
+
+// preparing is a revision being prepared (Backend.Prepare), perhaps in
+// another goroutine: commit and abort wait for it.
+type preparing struct {
+	done   chan struct{}
+	p      Prepared
+	err    error
+	linked bool
+
+	s   *Store
+	loc Loc
+	n   uint64
+	id  string
+}
+
+// prepare prepares rec as revision n of k.
+func (s *Store) prepare(ctx context.Context, k Key, n uint64, rec *Record) *preparing {
+	pr := &preparing{done: make(chan struct{})}
+	s.prepareInto(ctx, pr, k, n, rec)
+	close(pr.done)
+	return pr
+}
+
+func (s *Store) prepareInto(ctx context.Context, pr *preparing, k Key, n uint64, rec *Record) {
+	pr.s, pr.loc, pr.n, pr.id = s, k.Loc(), n, rec.ClaimID
+	r := rec.clone()
+	r.Key = k
+	r.Revision = n
+	r.WrittenAt = timestamp(s.now())
+	data, err := r.Marshal()
+	if err != nil {
+		pr.err = err
+		return
+	}
+	if err := sizeOK(k, n, len(data)); err != nil {
+		pr.err = err
+		return
+	}
+	hook := func(b Barrier) error {
+		if b == BarrierLinked {
+			pr.linked = true
+		}
+		return s.pause(Point{Barrier: b, Key: k, Revision: n, ClaimID: rec.ClaimID})
+	}
+	pr.p, pr.err = s.be.Prepare(ctx, k.Loc(), n, data, hook)
+}
+
+// sizeOK refuses a revision larger than the read side accepts: the bound a
+// reader applies (MaxFileSize) is the bound a writer applies, so that the
+// store never publishes what it will then refuse to read.
+func sizeOK(k Key, n uint64, size int) error {
+	if size <= MaxFileSize {
+		return nil
+	}
+	return fmt.Errorf("%w: revision %d of %s would be %d bytes, more than the %d bytes a revision may hold (every reader refuses a larger one as damaged); nothing was published: record less (the members given are the likely cause)", ErrRecordTooLarge, n, k, size, MaxFileSize)
+}
+
+// checkSize refuses, before anything is read or published, a record that
+// would be too large as a revision of any of keys: a step publishes on both
+// keys, and one that failed only on the second would be cut between them.
+// The revision number is taken at its widest, so that the answer does not
+// depend on which number the step publishes.
+func (s *Store) checkSize(rec *Record, keys ...Key) error {
+	for _, k := range keys {
+		r := rec.clone()
+		r.Key, r.Revision, r.WrittenAt = k, MaxRevision, timestamp(s.now())
+		data, err := r.Marshal()
+		if err != nil {
+			return err
+		}
+		if err := sizeOK(k, MaxRevision, len(data)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareAsync is prepare overlapping the caller's work, unless the store
+// is sequential.
+func (s *Store) prepareAsync(ctx context.Context, k Key, n uint64, rec *Record) *preparing {
+	if s.sequential {
+		return s.prepare(ctx, k, n, rec)
+	}
+	pr := &preparing{done: make(chan struct{})}
+	go func() {
+		defer close(pr.done)
+		s.prepareInto(ctx, pr, k, n, rec)
+	}()
+	return pr
+}
+
+// publishAfter publishes rec as revision n of k once other, the other
+// key's revision of the same step, is prepared: the two temporaries are
+// written and synced at once, and a step whose second revision cannot even
+// be prepared (ENOSPC, a failed fsync, a barrier's stop) publishes neither,
+// rather than being cut between its keys. On such a failure other is
+// aborted and its error returned.
+func (s *Store) publishAfter(ctx context.Context, other *preparing, k Key, n uint64, rec *Record) (won, linked bool, err error) {
+	p := s.prepare(ctx, k, n, rec)
+	<-other.done
+	// A number already taken is no failure to prepare: the link would
+	// lose, and commit says so.
+	if other.err != nil && !errors.Is(other.err, ErrRevisionExists) {
+		p.abort()
+		return false, false, other.err
+	}
+	if p.err != nil && !errors.Is(p.err, ErrRevisionExists) {
+		other.abort()
+		return false, false, p.err
+	}
+	return p.commit(ctx)
+}
+
+// commit publishes a prepared revision: won is false when another writer
+// had the number; linked says whether the revision was linked, which it
+// may be even when a later barrier returned an error.
+func (pr *preparing) commit(ctx context.Context) (won, linked bool, err error) {
+	<-pr.done
+	if errors.Is(pr.err, ErrRevisionExists) {
+		return false, false, nil
+	}
+	if pr.err != nil {
+		return false, false, pr.err
+	}
+	err = pr.p.Commit(ctx)
+	if errors.Is(err, ErrRevisionExists) {
+		return false, false, nil
+	}
+	if err == nil {
+		pr.s.mu.Lock()
+		if pr.s.own == nil {
+			pr.s.own = map[Loc]ownRev{}
+		}
+		pr.s.own[pr.loc] = ownRev{n: pr.n, claimID: pr.id}
+		pr.s.mu.Unlock()
+	}
+	return err == nil, pr.linked, err
+}
+
+// abort discards a prepared revision, once it is prepared.
+func (pr *preparing) abort() {
+	<-pr.done
+	if pr.p != nil {
+		pr.p.Abort()
+	}
+}
+
+// Acquire takes a new writer claim on both keys: it publishes the claim,
+// reserved, on the seat key and then on the session key. It refuses (a
+// *Refusal) when either key is held. If the session key is taken between
+// the two steps, it closes its own seat revision as stopped with a no-unit
+// proof (nothing was spawned) and refuses. A lost link race re-reads and
+// re-decides, a bounded number of times.
+//
+// An error other than a refusal leaves the claim's state unknown to the
+// caller: at worst the seat key is held by a reserved claim with nothing
+// spawned, which classify frees with a no-unit proof.
+func (s *Store) Acquire(ctx context.Context, seat, session Key, f AcquireFields) (*Claim, error) {
+	if err := checkKinds(seat, session); err != nil {
+		return nil, err
+	}
+	rec, err := s.newRecord(f)
+	if err != nil {
+		return nil, err
+	}
+	rec.Fields.Set(pairMember, pairJSON(seat, session))
+	if err := s.checkSize(rec, seat, session); err != nil {
+		return nil, err
+	}
+	for range s.retries + 1 {
+		p, err := s.Pair(ctx, seat, session)
+		if err != nil {
+			return nil, err
+		}
+		if r := s.Refusal(p); r != nil {
+			return nil, r
+		}
+		// The session revision is written and synced while the seat's is
+		// published; it is linked only once the seat's is durable.
+		sessionRev := p.Session.N + 1
+		prep := s.prepareAsync(ctx, session, sessionRev, rec)
+		won, _, err := s.publishAfter(ctx, prep, seat, p.Seat.N+1, rec)
+		if err != nil || !won {
+			prep.abort()
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		seatRev := p.Seat.N + 1
+		if err := s.pause(Point{Barrier: BarrierBetweenKeys, Key: seat, Revision: seatRev, ClaimID: rec.ClaimID}); err != nil {
+			prep.abort()
+			return nil, err
+		}
+		if won, _, err = prep.commit(ctx); err != nil {
+			return nil, err
+		}
+		if !won {
+			// Another writer published that session revision since the
+			// pair was read: if the key is free still, publish above it.
+			now, err := s.Head(ctx, session)
+			if err != nil {
+				return nil, err
+			}
+			if !now.Held() {
+				sessionRev = now.N + 1
+				if won, err = s.publish(ctx, session, sessionRev, rec); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if !won {
+			// Nothing was spawned under this claim: close the seat revision
+			// with a no-unit proof so that it does not hold the seat.
+			closed := rec.clone()
+			closed.State = Stopped
+			closed.Proof = NewProof(ProofNoUnit, "")
+			if _, err := s.publish(ctx, seat, seatRev+1, closed); err != nil {
+				return nil, err
+			}
+			p, err := s.Pair(ctx, seat, session)
+			if err != nil {
+				return nil, err
+			}
+			if r := s.Refusal(p); r != nil {
+				return nil, r
+			}
+			return nil, refuse(UnsafeReplacement, rec.ClaimID, fmt.Sprintf("%s changed while it was being claimed", session), nil, seat, session)
+		}
+		return &Claim{ID: rec.ClaimID, Seat: seat, Session: session, SeatRev: seatRev, SessionRev: sessionRev, Record: rec}, nil
+	}
+	return nil, refuse(UnsafeReplacement, "", fmt.Sprintf("%s changed during every one of %d attempts", seat, s.retries+1), nil, seat, session)
+}
+
+// Patch is a change to a claim's record.
+type Patch struct {
+	// State is the new state; "" keeps the current one.
+	State State
+	// Proof is the proof to record; nil keeps the current one.
+	Proof *Proof
+	// Fields are members to set, each JSON-encoded as given. They may not
+	// name the members the store owns (ErrBadPatch).
+	Fields map[string]any
+}
+
+func (c *Claim) check() error {
+	if c == nil || c.Record == nil || c.Seat.Kind != KindSeat || c.Session.Kind != KindSession {
+		return ErrNotOwned
+	}
+	return nil
+}
+
+// Advance publishes the patched record on the seat key and then on the
+// session key. Each key's head must still be the revision this claim last
+// published there; otherwise it refuses with unsafe-replacement and
+// publishes nothing more. c is updated as each key's revision lands, so a
+// call cut between the keys can be retried with the same claim.
+func (s *Store) Advance(ctx context.Context, c *Claim, p Patch) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if !c.Record.held() {
+		return fmt.Errorf("%w: claim %s is stopped with a %s proof; take a new claim", ErrReleased, c.ID, c.Record.Proof.Kind)
+	}
+	if p.State != "" && !p.State.Valid() {
+		return fmt.Errorf("%w: state %q", ErrBadPatch, p.State)
+	}
+	if p.Proof != nil && !p.Proof.Kind.valid() {
+		return fmt.Errorf("%w: proof kind %q", ErrBadPatch, p.Proof.Kind)
+	}
+	next := c.Record.clone()
+	if p.State != "" {
+		next.State = p.State
+	}
+	if p.Proof != nil {
+		next.Proof = p.Proof
+	}
+	if err := applyFields(&next.Fields, p.Fields); err != nil {
+		return err
+	}
+	if !next.held() {
+		// This step frees the claim: whichever call makes it, Release or
+		// Advance, the proof must be one that can free it.
+		if err := s.checkReleaseProof(ctx, c, next); err != nil {
+			return err
+		}
+	}
+	if c.Record.SpawnMarker() && !next.SpawnMarker() {
+		// A marker says a writer may have been spawned; only a proof,
+		// never a patch, ends that possibility.
+		return fmt.Errorf("%w: the spawn marker of claim %s is set and cannot be cleared", ErrBadPatch, c.ID)
+	}
+	// A claim is only ever stepped on the machine that took it: another
+	// machine cannot judge its owner, and its boot proofs mean nothing here.
+	if mine, err := s.machineID(); err != nil || c.Record.Host.MachineID != mine {
+		reason := fmt.Sprintf("claim %s was taken on machine %q", c.ID, c.Record.Host.MachineID)
+		if err == nil {
+			reason += ", not on this machine " + mine
+		}
+		return refuse(ForeignHost, c.ID, reason, err, c.Seat, c.Session)
+	}
+	return s.step(ctx, c, next)
+}
+
+// step publishes next on both keys of c, seat first, fenced on c's
+// revisions. Both heads are checked before anything is published, so a
+// key that moved under the claim stops the step before it starts; a writer
+// that moves the session key after that check still wins its number, and
+// the step then refuses between the keys, as a crash there would.
+func (s *Store) step(ctx context.Context, c *Claim, next *Record) error {
+	if err := s.checkSize(next, c.Seat, c.Session); err != nil {
+		return err
+	}
+	for _, k := range []Key{c.Seat, c.Session} {
+		if err := s.fenced(ctx, c, k); err != nil {
+			return err
+		}
+	}
+	// Only this order matters: seat link, seat directory fsync, session
+	// link, session directory fsync (a claim's seat head is never older
+	// than its session head, even after a power cut). The session
+	// revision's temporary is written and synced meanwhile. A writer that
+	// moved the session key since the check above wins its number, and
+	// the session link then fails: the link is the arbiter.
+	prep := s.prepareAsync(ctx, c.Session, c.SessionRev+1, next)
+	won, linked, err := s.publishAfter(ctx, prep, c.Seat, c.SeatRev+1, next)
+	if linked {
+		// The revision exists even if a barrier stopped the rest: the
+		// claim must know it as its own, or a retry refuses against it.
+		c.SeatRev++
+		c.Record = next
+	}
+	if err == nil && !won {
+		err = refuse(UnsafeReplacement, c.ID, fmt.Sprintf("another writer published revision %d of %s under claim %s", c.SeatRev+1, c.Seat, c.ID), nil, c.Seat, c.Session)
+	}
+	if err == nil {
+		err = s.pause(Point{Barrier: BarrierBetweenKeys, Key: c.Seat, Revision: c.SeatRev, ClaimID: c.ID})
+	}
+	if err != nil {
+		prep.abort()
+		return err
+	}
+	won, linked, err = prep.commit(ctx)
+	if linked {
+		c.SessionRev++
+		c.Record = next
+	}
+	if err != nil {
+		return err
+	}
+	if !won {
+		return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("another writer published revision %d of %s under claim %s", c.SessionRev+1, c.Session, c.ID), nil, c.Seat, c.Session)
+	}
+	return nil
+}
+
+func (c *Claim) rev(k Key) *uint64 {
+	if k.Kind == KindSession {
+		return &c.SessionRev
+	}
+	return &c.SeatRev
+}
+
+// fenced checks that k's head is still the revision c last published there.
+func (s *Store) fenced(ctx context.Context, c *Claim, k Key) error {
+	rev := *c.rev(k)
+	if s.fencedOwn(ctx, k.Loc(), rev, c.ID) {
+		return nil
+	}
+	h, err := s.head(ctx, k, true)
+	if err != nil {
+		return err
+	}
+	if h.Record == nil || h.N != rev || h.Record.ClaimID != c.ID {
+		what := fmt.Sprintf("its head is revision %d, not this claim's revision %d", h.N, rev)
+		if h.N == rev && h.Damage != nil {
+			what = fmt.Sprintf("its head revision %d is damaged", h.N)
+		}
+		return refuse(UnsafeReplacement, c.ID, fmt.Sprintf("%s moved under claim %s: %s", k, c.ID, what), h.Damage, c.Seat, c.Session)
+	}
+	return nil
+}
+
+// fencedOwn is fenced's fast path: when this store itself published
+// revision rev of loc for claim id, and a probe finds rev still the head
+// (in a directory it can trust, the very file it linked), the revision
+// needs no reading: a revision name never refers to anything but what was
+// linked to it.
+func (s *Store) fencedOwn(ctx context.Context, loc Loc, rev uint64, id string) bool {
+	s.mu.Lock()
+	o, ok := s.own[loc]
+	s.mu.Unlock()
+	// The number is IsOwnHead's to check (what this store linked last);
+	// the claim id is this check's: the same number under another claim is
+	// not this claim's revision.
+	if !ok || o.claimID != id {
+		return false
+	}
+	// Nothing above rev that a listing would see and a probe would not (a
+	// gap above): this store's own publish of rev read the key for writing,
+	// which lists it whole.
+	pb, ok := s.be.(storage.OwnHeadChecker)
+	return ok && pb.IsOwnHead(ctx, loc, rev)
+}
+
+// Release publishes stopped with the proof on both keys, seat first. The
+// proof says why nothing still runs; a release cut between the keys is
+// completed by Classify.
+func (s *Store) Release(ctx context.Context, c *Claim, proof *Proof) error {
+	if proof == nil {
+		return fmt.Errorf("%w: a release needs a proof", ErrBadPatch)
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	return s.Advance(ctx, c, Patch{State: Stopped, Proof: proof})
+}
+
+// checkReleaseProof refuses a step of claim c to next, which frees it,
+// when next's proof cannot end the claim.
+func (s *Store) checkReleaseProof(ctx context.Context, c *Claim, next *Record) error {
+	proof := next.Proof
+	if proof.Kind == ProofNoUnit && (c.Record.SpawnMarker() || next.SpawnMarker()) {
+		// A no-unit proof says nothing was ever spawned; the marker says
+		// something may have been. Only a supervisor's cohort proof (or a
+		// boot proof) can end a claim that may have spawned.
+		return fmt.Errorf("%w: claim %s has a spawn marker, so a no-unit proof cannot release it; release it with a cohortProof once its writers are stopped", ErrBadPatch, c.ID)
+	}
+	if proof.Kind == ProofBoot {
+		// A boot proof is this store's own evidence: it must exist and
+		// match the claim before anything is freed on it.
+		r := c.Record.clone()
+		r.State, r.Proof = Stopped, proof
+		if err := s.VerifyProof(ctx, r); err != nil {
+			return fmt.Errorf("%w: boot proof %q does not prove claim %s over: %w", ErrBadPatch, proof.Ref, c.ID, err)
+		}
+	}
+	return nil
+}
