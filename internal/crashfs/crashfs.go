@@ -46,7 +46,7 @@ func (m Model) String() string {
 // Call describes one call into the filesystem, for Options.Hook.
 type Call struct {
 	N    int    // ordinal, from 1, counted over the filesystem's life
-	Op   string // "lstat", "readfile", "readdir", "mkdir", "remove", "syncdir", "syncfs", "createtemp", "write", "sync", "link", "is", "close"
+	Op   string // "lstat", "readfile", "readdir", "mkdir", "remove", "syncdir", "syncfs", "createtemp", "write", "sync", "link", "is", "close", "rename", "probedir", "fstatat", "scandir", "fstat"
 	Path string
 }
 
