@@ -2,7 +2,6 @@ package claimstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -87,16 +86,11 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 		}
 	}
 	named := map[string]bool{} // boot proofs that revisions name
-	var all []Loc
-	for _, kind := range []Kind{KindSeat, KindSession} {
-		locs, err := s.be.Locs(ctx, kind)
-		if layout != nil && errors.Is(err, ErrUnsafePath) {
-			continue // a symlink: reported by the layout check; its keys are another directory's
-		}
-		if err != nil {
-			return rep, err
-		}
-		all = append(all, locs...)
+	// A kind directory that is a symlink is reported by the layout check;
+	// its keys are another directory's, and are not checked.
+	all, err := s.keyLocs(ctx, layout != nil)
+	if err != nil {
+		return rep, err
 	}
 	for i, loc := range all {
 		if err := ctx.Err(); err != nil {

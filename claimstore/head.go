@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/internal/shquote"
 )
 
 // Head is a key's highest revision as read.
@@ -100,27 +102,26 @@ func (s *Store) head(ctx context.Context, k Key, forWrite bool) (*Head, error) {
 			s.noteListing(loc, h.N, true)
 			return h, nil
 		}
-		var reason string
+		var damage error
 		if !c.dense() {
-			missing := uint64(0)
-			if revs, _, err := s.be.List(ctx, loc); err == nil {
-				missing = firstMissing(revs)
+			damage = &DamageError{Reason: fmt.Sprintf("revision %d exists, but the history below it is not dense", top)}
+			if revs, _, err := s.be.List(ctx, loc); err == nil && !dense(revs) {
+				damage = s.gapError(k, revs)
 			}
-			reason = fmt.Sprintf("revision %d exists, but revision %d is missing: the history is not dense (run claimctl fsck)", top, missing)
 		}
 		switch {
 		case c.dense() && attempt < 3:
 			// No gap: a writer published after the probe. Read again.
 			continue
 		case c.dense():
-			reason = fmt.Sprintf("the head moved during every one of %d reads; try again", attempt+1)
+			damage = &DamageError{Reason: fmt.Sprintf("the head moved during every one of %d reads; try again", attempt+1)}
 		case attempt == 0:
 			// A listing is not atomic: one taken while revisions are
 			// being linked can show N+2 without N+1. Look once more
 			// before calling it a gap.
 			continue
 		}
-		h.Damage = &fs.PathError{Op: "read head", Path: s.RevisionPath(k, top), Err: &DamageError{Reason: reason}}
+		h.Damage = &fs.PathError{Op: "read head", Path: s.RevisionPath(k, top), Err: damage}
 		h.N, h.Record = top, nil
 		return h, nil
 	}
@@ -175,6 +176,67 @@ func (s *Store) noteListing(loc Loc, top uint64, dense bool) {
 	s.listed[loc] = max(top, s.listed[loc])
 }
 
+// GapError is the damage of a head that sits above a gap: revisions
+// missing below the key's newest one, lost in a crash of the disk, deleted
+// or planted by hand. The protocol never leaves one, so the key reads as
+// held (damaged) wherever the gap could matter, and what an operator needs
+// is which revisions are missing: "damaged head revision 3" for a valid
+// revision 3 would send them to the wrong file.
+type GapError struct {
+	Key  Key
+	Top  uint64 // the newest revision listed
+	Gaps []Gap  // ascending
+	Dir  string // the key's directory (or prefix), as the backend names it
+	root string
+}
+
+// Missing names the missing revisions, whole: "revision 2 is missing",
+// "revisions 2-4 and 7 are missing", with at most five runs named and the
+// rest counted.
+func (e *GapError) Missing() string {
+	var ranges []string
+	var count uint64
+	for i, r := range e.Gaps {
+		count += r.Count()
+		switch {
+		case i >= 5:
+		case r.From == r.To:
+			ranges = append(ranges, fmt.Sprint(r.From))
+		default:
+			ranges = append(ranges, fmt.Sprintf("%d-%d", r.From, r.To))
+		}
+	}
+	if more := len(e.Gaps) - len(ranges); more > 0 {
+		ranges = append(ranges, fmt.Sprintf("%d more runs (%d revisions in all)", more, count))
+	}
+	if len(ranges) == 0 {
+		return "no revision is missing"
+	}
+	list := ranges[0]
+	if len(ranges) > 1 {
+		list = strings.Join(ranges[:len(ranges)-1], ", ") + " and " + ranges[len(ranges)-1]
+	}
+	if count == 1 {
+		return "revision " + list + " is missing"
+	}
+	return "revisions " + list + " are missing"
+}
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("%s has a gap in its history: %s below revision %d (%s); the key reads as held until an operator restores them", e.Key, e.Missing(), e.Top, e.Dir)
+}
+
+// Hint is what to do about the gap.
+func (e *GapError) Hint() string {
+	return fmt.Sprintf("run `claimctl fsck --root %s` for every gap and `claimctl log` for the history; restore the missing revisions from a backup, or retire the key, by hand (nothing in claimstore rewrites history)", shquote.Quote(e.root))
+}
+
+// gapError is the damage of k's head given a listing revs that is not
+// dense.
+func (s *Store) gapError(k Key, revs []uint64) *GapError {
+	return &GapError{Key: k, Top: revs[len(revs)-1], Gaps: gapsOf(revs), Dir: s.KeyDir(k), root: s.Root()}
+}
+
 // Gap is a run of revisions missing from a key's history, From to To
 // inclusive: lost in a crash of the disk, deleted or planted by hand. The
 // protocol never leaves one.
@@ -208,17 +270,6 @@ func gapsOf(revs []uint64) []Gap {
 		want = n + 1
 	}
 	return out
-}
-
-// firstMissing returns the lowest revision number missing from revs
-// (ascending), which are not dense.
-func firstMissing(revs []uint64) uint64 {
-	for i, n := range revs {
-		if n != uint64(i+1) {
-			return uint64(i + 1)
-		}
-	}
-	return uint64(len(revs) + 1)
 }
 
 // dense reports whether revs (ascending) are exactly 1..len(revs).
@@ -376,6 +427,14 @@ func (s *Store) Refusal(p *Pair) *Refusal {
 				return refuse(ForeignHost, h.Record.ClaimID, fmt.Sprintf("%s is held by claim %s and this machine's id cannot be read", h.Key, h.Record.ClaimID), merr, keys...)
 			}
 			return refuse(ForeignHost, h.Record.ClaimID, fmt.Sprintf("%s is held by claim %s taken on machine %q; this is machine %s", h.Key, h.Record.ClaimID, h.Record.Host.MachineID, mine), nil, keys...)
+		}
+	}
+	for _, h := range heads {
+		var gap *GapError
+		if h.Record == nil && errors.As(h.Damage, &gap) {
+			r := refuse(UnsafeReplacement, "", gap.Error(), nil, keys...)
+			r.Hint = gap.Hint()
+			return r
 		}
 	}
 	for _, h := range heads {

@@ -505,6 +505,12 @@ func (s *Store) fenced(ctx context.Context, c *Claim, k Key) error {
 	if err != nil {
 		return err
 	}
+	var gap *GapError
+	if h.Record == nil && errors.As(h.Damage, &gap) {
+		r := refuse(UnsafeReplacement, c.ID, gap.Error(), nil, c.Seat, c.Session)
+		r.Hint = gap.Hint()
+		return r
+	}
 	if h.Record == nil || h.N != rev || h.Record.ClaimID != c.ID {
 		what := fmt.Sprintf("its head is revision %d, not this claim's revision %d", h.N, rev)
 		if h.N == rev && h.Damage != nil {

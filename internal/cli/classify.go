@@ -129,9 +129,6 @@ func pairExit(res *claimstore.Result) exitCode {
 }
 
 func classifyOut(s *claimstore.Store, seat, session claimstore.Key, res *claimstore.Result) classifyJSON {
-	if res.Damaged {
-		gapRefusal(s, res.Refusal, seat, session)
-	}
 	j := classifyJSON{Type: "pair", Seat: keyOut(seat, s.Root()), Session: keyOut(session, s.Root()),
 		ClaimID: res.ClaimID, Outcome: string(res.Outcome), Free: res.Free(), DryRun: res.DryRun,
 		Proof: proofOut(res.Proof), Published: []publishedJSON{}, Completed: res.Completed, Damaged: res.Damaged,
@@ -164,8 +161,7 @@ func judgeOwnerFromResult(s *claimstore.Store, res *claimstore.Result) ownerJSON
 	}
 	if j.State == "" {
 		// Judged before the owner (another machine, damage, two claims).
-		o := judgeOwner(s.Host(), res.Record)
-		return o
+		return judgeOwner(s, res.Record)
 	}
 	return j
 }
@@ -273,8 +269,13 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 	progress := !c.json && isTerminal(e.stderr)
 	total, keys := 0, 0
 	if progress {
-		total = countKeys(s)
-		e.progress("classify", "keys judged", 0, total)
+		opts.Progress = func(read, all int) {
+			total = all
+			e.progress("classify", "keys read", read, all)
+			if read == all {
+				e.progress("classify", "keys judged", 0, all)
+			}
+		}
 	}
 	clearProgress := e.progressDone
 	byProof := map[string]int{}

@@ -78,7 +78,7 @@ left with copy --abort --to ROOT.`,
 			if err != nil {
 				return err
 			}
-			rep, err := claimstore.Copy(bg, ds.Backend(), ss.Backend())
+			rep, err := claimstore.Copy(e.ctx, ds.Backend(), ss.Backend())
 			j := copyJSON{From: ss.Root(), To: ds.Root(), Skipped: []string{}}
 			if rep != nil {
 				j.Keys, j.Revisions, j.Proofs = rep.Keys, rep.Revisions, rep.Proofs
@@ -148,7 +148,7 @@ func abortCopy(e *env, c *common, root string) error {
 	if err != nil {
 		return err
 	}
-	if err := claimstore.Unstage(bg, ds.Backend()); err != nil {
+	if err := claimstore.Unstage(e.ctx, ds.Backend()); err != nil {
 		if errors.Is(err, claimstore.ErrNothingStaged) {
 			return fmt.Errorf("no unfinished copy into %s to remove (nothing was changed): %w", ds.Root(), err)
 		}

@@ -69,6 +69,7 @@ type env struct {
 
 	progressStart time.Time
 	progressLast  time.Time
+	progressNoun  string
 	progressShown bool
 }
 
@@ -332,10 +333,11 @@ func (e *env) progress(what, noun string, done, total int) {
 	if e.progressStart.IsZero() {
 		e.progressStart = now
 	}
-	if e.progressShown && now.Sub(e.progressLast) < 100*time.Millisecond && done != total {
+	// A new phase ("keys read", then "keys judged") is shown at once.
+	if e.progressShown && now.Sub(e.progressLast) < 100*time.Millisecond && done != total && noun == e.progressNoun {
 		return
 	}
-	e.progressLast = now
+	e.progressLast, e.progressNoun = now, noun
 	fmt.Fprint(e.stderr, "\r\x1b[K"+progressLine(what, noun, done, total, now.Sub(e.progressStart)))
 	e.progressShown = true
 }
@@ -360,19 +362,4 @@ func (e *env) progressDone() {
 		fmt.Fprint(e.stderr, "\r\x1b[K")
 		e.progressShown = false
 	}
-}
-
-// countKeys is the number of key directories under the root: the total of
-// a walk's progress. Only called when progress is shown (it lists both kind
-// directories once more).
-func countKeys(s *claimstore.Store) int {
-	n := 0
-	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
-		locs, err := s.Backend().Locs(bg, kind)
-		if err != nil {
-			return 0
-		}
-		n += len(locs)
-	}
-	return n
 }

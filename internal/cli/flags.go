@@ -103,14 +103,6 @@ type setFlags map[string]any
 
 func (s setFlags) String() string { return "" }
 
-// reservedMembers are the record members the store owns; a --set naming
-// one is a usage error before anything is touched. (claimstore checks the
-// same, unexported, list when it applies a patch.)
-var reservedMembers = map[string]bool{
-	"version": true, "kind": true, "claimId": true, "key": true, "revision": true,
-	"writtenAt": true, "host": true, "state": true, "proof": true,
-}
-
 // flagMembers are the record members a dedicated flag sets and validates
 // (or the store derives from the keys): a --set naming one would record it
 // unchecked — a malformed owner reads as invalid and holds the claim
@@ -128,7 +120,7 @@ func (s setFlags) Set(v string) error {
 	if !ok || name == "" {
 		return fmt.Errorf("want name=JSONVALUE, e.g. leaf='\"abc\"' or generation=3")
 	}
-	if reservedMembers[name] {
+	if claimstore.ReservedMember(name) {
 		return fmt.Errorf("member %q is the store's own and cannot be set", name)
 	}
 	if use := flagMembers[name]; use != "" {

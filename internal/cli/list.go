@@ -80,107 +80,38 @@ cannot be read.`,
 	},
 }
 
-// listRoot reads every key's head and pairs them by claim.
+// listRoot reads every key's head and pairs them as the store pairs them
+// (Store.Walk: by the pair member a record names, else by claim id).
 func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, error) {
 	out := &listJSON{Root: s.Root(), Entries: []listEntryJSON{}}
-	be := s.Backend()
-	type keyHead struct {
-		loc   claimstore.Loc
-		head  *claimstore.Head // nil when the key cannot be read
-		err   string
-		empty bool
-	}
-	var heads [2][]keyHead
-	// Both kinds are listed first: the total is then known, and progress
-	// shows done/total and a rate.
-	var allLocs [2][]claimstore.Loc
-	total := 0
-	for i, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
-		locs, err := be.Locs(bg, kind)
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", s.Path(string(kind)), err)
-		}
-		allLocs[i] = locs
-		total += len(locs)
-	}
-	for i := range allLocs {
-		for _, loc := range allLocs[i] {
-			kh := keyHead{loc: loc}
-			n, data, err := be.Head(bg, loc)
-			var k claimstore.Key
-			ok := false
-			switch {
-			case err != nil:
-				kh.err = err.Error()
-			case n == 0:
-				// An empty key directory (a writer stopped before its first
-				// revision): free, with no key to name.
-				kh.empty = true
-			default:
-				if k, ok = keyOfData(data, loc); !ok {
-					kh.err = fmt.Sprintf("its head revision %d does not name the key its directory is named after", n)
-				}
-			}
-			if ok {
-				h, err := s.Head(bg, k)
-				if err != nil {
-					kh.err = err.Error()
-				} else {
-					kh.head = h
-				}
-			}
-			heads[i] = append(heads[i], kh)
-			out.Keys++
-			e.progress("list", "keys read", out.Keys, total)
-		}
-	}
+	w, err := s.Walk(e.ctx, &claimstore.WalkOptions{KeepIdle: all, Progress: func(done, total int) {
+		e.progress("list", "keys read", done, total)
+	}})
 	e.progressDone()
-	judge := ownerCache{host: s.Host(), seen: map[string]ownerJSON{}}
-	sessions := map[string]*claimstore.Head{} // held session heads by claim
-	used := map[claimstore.Loc]bool{}
-	for _, kh := range heads[1] {
-		if h := kh.head; h != nil && h.Held() && h.Record != nil {
-			sessions[h.Record.ClaimID] = h
+	if err != nil {
+		return nil, err
+	}
+	out.Keys = w.Keys
+	judge := ownerCache{s: s, seen: map[string]ownerJSON{}}
+	for _, p := range w.Pairs {
+		switch {
+		case p.SeatInfo.Held() || p.SessionInfo.Held():
+			out.add(pairEntry(s, &judge, p.SeatInfo.Head, p.SessionInfo.Head, now))
+		case all:
+			for _, in := range []*claimstore.KeyInfo{p.SeatInfo, p.SessionInfo} {
+				out.add(idleEntry(s, in, now))
+			}
 		}
 	}
-	for _, kh := range heads[0] {
-		h := kh.head
-		switch {
-		case kh.empty:
-			if all {
-				out.add(listEntryJSON{Type: "free", State: string(claimstore.Stopped), Dir: s.Path(string(kh.loc.Kind), kh.loc.Hash), Why: "free: no revisions"})
-			}
-		case h == nil:
-			out.add(orphanEntry(s, kh.loc, kh.err))
-		case !h.Held():
-			if all {
-				out.add(freeEntry(s, h, now))
-			}
-		case h.Record != nil && sessions[h.Record.ClaimID] != nil:
-			p := sessions[h.Record.ClaimID]
-			used[p.Key.Loc()] = true
-			out.add(pairEntry(s, &judge, h, p, now))
-		default:
-			out.add(heldKeyEntry(s, &judge, h, now))
+	for _, o := range w.Orphans {
+		if o.Info.Head != nil {
+			out.add(heldKeyEntry(s, &judge, o.Info.Head, now))
+			continue
 		}
+		out.add(listEntryJSON{Type: "orphan", State: "damaged", Held: true, Dir: s.Path(string(o.Info.Loc.Kind), o.Info.Loc.Hash), Why: o.Reason})
 	}
-	for _, kh := range heads[1] {
-		h := kh.head
-		switch {
-		case kh.empty:
-			if all {
-				out.add(listEntryJSON{Type: "free", State: string(claimstore.Stopped), Dir: s.Path(string(kh.loc.Kind), kh.loc.Hash), Why: "free: no revisions"})
-			}
-		case h == nil:
-			out.add(orphanEntry(s, kh.loc, kh.err))
-		case used[h.Key.Loc()]:
-		case !h.Held():
-			if all {
-				out.add(freeEntry(s, h, now))
-			}
-		default:
-			out.add(heldKeyEntry(s, &judge, h, now))
-		}
+	for _, in := range w.IdleKeys {
+		out.add(idleEntry(s, in, now))
 	}
 	sort.SliceStable(out.Entries, func(i, j int) bool {
 		a, b := out.Entries[i], out.Entries[j]
@@ -190,6 +121,16 @@ func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, 
 		return a.sortKey() < b.sortKey()
 	})
 	return out, nil
+}
+
+// idleEntry is a free key of --all.
+func idleEntry(s *claimstore.Store, in *claimstore.KeyInfo, now time.Time) listEntryJSON {
+	if in.Head == nil || in.Head.N == 0 {
+		// An empty key directory (a writer stopped before its first
+		// revision): free, with no key to name.
+		return listEntryJSON{Type: "free", State: string(claimstore.Stopped), Dir: s.Path(string(in.Loc.Kind), in.Loc.Hash), Why: "free: no revisions"}
+	}
+	return freeEntry(s, in.Head, now)
 }
 
 func (l *listJSON) add(x listEntryJSON) {
@@ -228,7 +169,7 @@ func stateRank(s string) int {
 // ownerCache judges each recorded owner once per listing: 10,000 claims of
 // one supervisor are one /proc lookup.
 type ownerCache struct {
-	host hostid.Host
+	s    *claimstore.Store
 	seen map[string]ownerJSON
 }
 
@@ -238,7 +179,7 @@ func (c *ownerCache) judge(r *claimstore.Record) ownerJSON {
 	if o, ok := c.seen[key]; ok {
 		return o
 	}
-	o := judgeOwner(c.host, r)
+	o := judgeOwner(c.s, r)
 	c.seen[key] = o
 	return o
 }
@@ -292,14 +233,29 @@ func heldWhy(s *claimstore.Store, r *claimstore.Record, st claimstore.State, o o
 }
 
 func pairEntry(s *claimstore.Store, judge *ownerCache, seat, session *claimstore.Head, now time.Time) listEntryJSON {
-	x := entryFrom(s, judge, seat, now)
+	// The claim's latest record: the seat's, unless only the session holds
+	// (every step publishes on the seat first).
+	latest := seat
+	if !seat.Held() && session.Held() {
+		latest = session
+	}
+	x := entryFrom(s, judge, latest, now)
 	x.Type = "pair"
 	x.State = string(claimstore.Conservative(seat.State(), session.State()))
 	sk, ss := keyOut(seat.Key, s.Root()), keyOut(session.Key, s.Root())
 	x.Seat, x.Session = &sk, &ss
-	if session.Record != nil {
-		o := judge.judge(seat.Record)
-		x.Why = heldWhy(s, seat.Record, claimstore.State(x.State), o)
+	if latest.Record != nil {
+		o := judge.judge(latest.Record)
+		x.Why = heldWhy(s, latest.Record, claimstore.State(x.State), o)
+		if other := map[bool]*claimstore.Head{true: session, false: seat}[latest == seat]; !other.Held() {
+			// One key holds, its partner does not: the claim's acquire
+			// reached only the seat, or its release only the seat.
+			what := "a half-done acquire: " + other.Key.String() + " has not received the claim"
+			if latest != seat {
+				what = "a half-done release: " + seat.Key.String() + " is released, " + session.Key.String() + " not yet"
+			}
+			x.Why = what + "; " + x.Why
+		}
 	}
 	return x
 }
@@ -331,12 +287,6 @@ func freeEntry(s *claimstore.Store, h *claimstore.Head, now time.Time) listEntry
 	}
 	x.Dir = k.Dir
 	return x
-}
-
-func orphanEntry(s *claimstore.Store, loc claimstore.Loc, why string) listEntryJSON {
-	dir := s.Path(string(loc.Kind), loc.Hash)
-	return listEntryJSON{Type: "orphan", State: "damaged", Held: true, Dir: dir,
-		Why: "the key cannot be read (" + why + "); it stays held: run `claimctl fsck`"}
 }
 
 func printList(e *env, out *listJSON) {

@@ -165,18 +165,11 @@ type logFollower struct {
 
 // revision reads revision n: nil, nil when it does not exist.
 func (lf *logFollower) revision(n uint64) (*claimstore.Revision, error) {
-	r := &claimstore.Revision{N: n}
-	data, err := lf.s.Backend().Read(bg, lf.k.Loc(), n)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	r, err := lf.s.ReadRevision(lf.e.ctx, lf.k, n)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
-	case err != nil:
-		r.Damage = err
-	default:
-		r.Data = data
-		r.Record, r.Damage = claimstore.DecodeRecord(data, lf.k, n)
 	}
-	return r, nil
+	return r, err
 }
 
 func (lf *logFollower) toJSON(r *claimstore.Revision) revisionJSON {
@@ -215,7 +208,7 @@ func inWindow(r *claimstore.Revision, lo, hi time.Time) bool {
 // history prints the key's revisions as selected.
 func (lf *logFollower) history(limit int, limited, reverse bool, lo, hi time.Time) error {
 	s, k := lf.s, lf.k
-	nums, _, err := s.Backend().List(bg, k.Loc())
+	nums, err := s.RevisionNumbers(lf.e.ctx, k)
 	if err != nil {
 		return fmt.Errorf("reading the history of %s in %s: %w", k, s.KeyDir(k), err)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -102,23 +103,15 @@ names its own pair, which classify --all pairs by.`,
 				return err
 			}
 			if c.set["claim-id"] {
-				if err := claimIDInUse(s, *claimID); err != nil {
+				if err := claimIDInUse(e.ctx, s, *claimID); err != nil {
 					return err
-				}
-			}
-			// The store reads a held head without listing its key, so a
-			// gap below it would be refused as "already active, wait for
-			// the owner": look for gaps first and name them.
-			for _, k := range []claimstore.Key{seat, session} {
-				if g := gapOf(s, k); g != nil {
-					return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, Reason: g.reason(), Hint: gapHint(s)}
 				}
 			}
 			f := claimstore.AcquireFields{ClaimID: *claimID, Owner: owner, UnitName: *unit}
 			if len(sets) > 0 {
 				f.Fields = sets
 			}
-			cl, err := s.Acquire(bg, seat, session, f)
+			cl, err := s.Acquire(e.ctx, seat, session, f)
 			if err != nil {
 				return err
 			}
@@ -157,51 +150,20 @@ func ownerPIDFlag(c *common, v string) (int, error) {
 // two acquires racing with the same new id on two pairs can both pass it.
 // For those, each record names its own pair (the pair member), and
 // classify --all pairs keys as it says.
-func claimIDInUse(s *claimstore.Store, id string) error {
+func claimIDInUse(ctx context.Context, s *claimstore.Store, id string) error {
 	var found error
-	dir, err := headsOfClaim(s, id, func(k claimstore.Key, n uint64, rec *claimstore.Record) bool {
+	err := s.HeadsOfClaim(ctx, id, func(k claimstore.Key, n uint64, rec *claimstore.Record) bool {
 		what := fmt.Sprintf("%s r%d (%s)", k, n, s.RevisionPath(k, n))
-		if seat, session, ok := pairOfRecord(rec); ok {
+		if seat, session, ok := claimstore.PairOf(rec); ok {
 			what += fmt.Sprintf(", of the pair %s + %s", seat, session)
 		}
 		found = fmt.Errorf("--claim-id %s is in use: it is the claim at the head of %s; a claim id names one claim on one pair: choose another id, or omit --claim-id for a fresh one", id, what)
 		return false
 	})
 	if err != nil {
-		return fmt.Errorf("checking that --claim-id %s is not in use: listing %s: %w", id, dir, err)
+		return fmt.Errorf("checking that --claim-id %s is not in use: %w", id, err)
 	}
 	return found
-}
-
-// headsOfClaim calls fn with every key whose readable head belongs to
-// claim id, seat keys first, until fn returns false. It reads every key's
-// head. On a failure to list a kind's keys it returns that directory.
-func headsOfClaim(s *claimstore.Store, id string, fn func(k claimstore.Key, n uint64, rec *claimstore.Record) (more bool)) (string, error) {
-	be := s.Backend()
-	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
-		locs, err := be.Locs(bg, kind)
-		if err != nil {
-			return s.Path(string(kind)), err
-		}
-		for _, loc := range locs {
-			n, data, err := be.Head(bg, loc)
-			if err != nil || n == 0 {
-				continue
-			}
-			k, ok := keyOfData(data, loc)
-			if !ok {
-				continue
-			}
-			rec, err := claimstore.DecodeRecord(data, k, n)
-			if err != nil || rec.ClaimID != id {
-				continue
-			}
-			if !fn(k, n, rec) {
-				return "", nil
-			}
-		}
-	}
-	return "", nil
 }
 
 // ownerOf identifies process pid as an owner: its start time, this boot and
@@ -259,109 +221,12 @@ func (r *revFlags) validate(c *common) error {
 	return nil
 }
 
-// loadClaim rebuilds the claim named on the command line, fenced on the
-// given revisions, or on the current heads when they belong to the claim.
-//
-// It also returns the record of the claim's session revision: when it says
-// less than the seat's (the claim's latest), the claim's last step was cut
-// between the keys. A retry naming the revisions the caller held before
-// that step finds the seat one revision ahead, the claim's own: that
-// revision is taken as the claim's, not as a head that moved.
-func loadClaim(s *claimstore.Store, id string, seat, session claimstore.Key, c *common, r *revFlags) (*claimstore.Claim, *claimstore.Record, error) {
-	refuse := func(format string, a ...any) error {
-		return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, ClaimID: id,
-			Reason: fmt.Sprintf(format, a...),
-			Hint:   "read the heads with `claimctl show` and the history with `claimctl log`; name the claim's own last revisions with --seat-rev and --session-rev"}
+// fence is the fence named on the command line, or nil for the heads.
+func (r *revFlags) fence(c *common) *claimstore.Fence {
+	if !c.set["seat-rev"] {
+		return nil
 	}
-	// A claim id that no revision of either key carries is not a claim
-	// that moved: it is not found (exit 1), a mistyped id or wrong keys.
-	notFound := func() error {
-		for _, k := range []claimstore.Key{seat, session} {
-			revs, err := s.Revisions(bg, k)
-			if err != nil {
-				return nil
-			}
-			for _, r := range revs {
-				if r.Record != nil && r.Record.ClaimID == id {
-					return nil
-				}
-			}
-		}
-		return fmt.Errorf("claim %s not found: no revision of %s (%s) or %s (%s) belongs to it; check the id (acquire printed it) and the keys", id, seat, s.KeyDir(seat), session, s.KeyDir(session))
-	}
-	cl := &claimstore.Claim{ID: id, Seat: seat, Session: session}
-	var recs [2]*claimstore.Record
-	for i, k := range []claimstore.Key{seat, session} {
-		var n uint64
-		var rec *claimstore.Record
-		var damage error
-		if c.set["seat-rev"] {
-			n = []uint64{r.seat, r.session}[i]
-			data, err := s.Backend().Read(bg, k.Loc(), n)
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-				if err := notFound(); err != nil {
-					return nil, nil, err
-				}
-				return nil, nil, refuse("%s has no revision %d (%s)", k, n, s.KeyDir(k))
-			case err != nil:
-				damage = err
-			default:
-				rec, damage = claimstore.DecodeRecord(data, k, n)
-			}
-			if i == 0 && damage == nil && rec.ClaimID == id {
-				h, err := s.Head(bg, k)
-				if err == nil && h.N == n+1 && h.Record != nil && h.Record.ClaimID == id {
-					// The claim's own newer revision on the seat: a step cut
-					// after it, if the session is still where the caller
-					// says (else the step completed and the fence refuses).
-					if sh, err := s.Head(bg, session); err == nil && sh.N == r.session {
-						n, rec = h.N, h.Record
-					}
-				}
-			}
-		} else {
-			h, err := s.Head(bg, k)
-			if err != nil {
-				return nil, nil, fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(k), err)
-			}
-			if h.N == 0 {
-				if err := notFound(); err != nil {
-					return nil, nil, err
-				}
-				return nil, nil, refuse("%s has no revisions, so claim %s does not hold it", k, id)
-			}
-			n, rec, damage = h.N, h.Record, h.Damage
-		}
-		if damage != nil {
-			return nil, nil, refuse("revision %d of %s is damaged: %v", n, k, damage)
-		}
-		if rec.ClaimID != id {
-			if err := notFound(); err != nil {
-				return nil, nil, err
-			}
-			return nil, nil, refuse("revision %d of %s belongs to claim %s, not %s", n, k, rec.ClaimID, id)
-		}
-		recs[i] = rec
-		if i == 0 {
-			cl.SeatRev = n
-		} else {
-			cl.SessionRev = n
-		}
-	}
-	// Every step publishes on the seat key first: the seat's revision is
-	// the claim's latest record.
-	cl.Record = recs[0]
-	mine, err := s.Host().MachineID()
-	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read this machine's id: %w", err)
-	}
-	if cl.Record.Host.MachineID != mine {
-		return nil, nil, &claimstore.Refusal{Code: claimstore.ForeignHost, Keys: []claimstore.Key{seat, session}, ClaimID: id,
-			Reason: fmt.Sprintf("claim %s was taken on machine %q; this is machine %s", id, cl.Record.Host.MachineID, mine),
-			Hint:   "advance or release the claim on the machine that took it"}
-	}
-	return cl, recs[1], nil
+	return &claimstore.Fence{Seat: r.seat, Session: r.session}
 }
 
 var advanceCmd = &command{
@@ -411,21 +276,8 @@ frees such a claim on an absent unit.`,
 			if p.State == "" && len(p.Fields) == 0 {
 				return usagef("nothing to advance: give --state, --spawn-marker or --set")
 			}
-			satisfied := func(r *claimstore.Record) bool {
-				if r.State == claimstore.Stopped && r.Proof != nil || p.State != "" && r.State != p.State {
-					return false
-				}
-				for name, v := range p.Fields {
-					got, ok := r.Fields.Get(name)
-					want, err := json.Marshal(v)
-					if !ok || err != nil || !jsonEqual(got, want) {
-						return false
-					}
-				}
-				return true
-			}
-			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "advanced", satisfied, func(s *claimstore.Store, cl *claimstore.Claim) error {
-				return s.Advance(bg, cl, p)
+			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "advanced", p, func(s *claimstore.Store, cl *claimstore.Claim) error {
+				return s.Advance(e.ctx, cl, p)
 			})
 		}
 	},
@@ -457,11 +309,8 @@ release cut between the keys is completed by classify.`,
 			if err != nil {
 				return err
 			}
-			satisfied := func(r *claimstore.Record) bool {
-				return r.State == claimstore.Stopped && r.Proof != nil && r.Proof.Kind == pr.Kind && r.Proof.Ref == pr.Ref
-			}
-			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "released", satisfied, func(s *claimstore.Store, cl *claimstore.Claim) error {
-				return s.Release(bg, cl, pr)
+			return stepClaim(e, c, *ref.id, seat, session, &ref.rf, "released", claimstore.Patch{State: claimstore.Stopped, Proof: pr}, func(s *claimstore.Store, cl *claimstore.Claim) error {
+				return s.Release(e.ctx, cl, pr)
 			})
 		}
 	},
@@ -495,12 +344,11 @@ func (r *claimRef) parse(c *common, verb string) (seat, session claimstore.Key, 
 	return seat, session, r.rf.validate(c)
 }
 
-// stepClaim opens the root for writing, loads the named claim fenced on the
-// revisions given (or the current heads), runs step on it, and prints it.
-//
-// satisfied reports whether a record already is what this step publishes:
-// a retry of a step cut between the keys is then finished, not repeated.
-func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *revFlags, verb string, satisfied func(*claimstore.Record) bool, step func(*claimstore.Store, *claimstore.Claim) error) error {
+// stepClaim opens the root for writing, resumes the named claim fenced on
+// the revisions given (or the current heads), runs step on it, and prints
+// it. A retry of a step cut between the keys (the seat's record already
+// satisfies p) is finished, not repeated.
+func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *revFlags, verb string, p claimstore.Patch, step func(*claimstore.Store, *claimstore.Claim) error) error {
 	rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
 	if err != nil {
 		return err
@@ -512,21 +360,22 @@ func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *r
 	if err != nil {
 		return err
 	}
-	cl, sessionRec, err := loadClaim(s, id, seat, session, c, rf)
+	r, err := s.Resume(e.ctx, id, seat, session, rf.fence(c))
 	if err != nil {
 		return err
 	}
-	if cutStep(cl, sessionRec) {
+	cl := r.Claim
+	if r.Cut {
 		// The claim's last step reached the seat and not the session.
 		fverb, fflags := finishFlags(cl.Record)
 		finish := stepCommand(fverb, s.Root(), cl, cl.SeatRev, cl.SessionRev, fflags)
-		if !satisfied(cl.Record) {
+		if !cl.Record.Satisfies(p) {
 			return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, ClaimID: id,
 				Reason: fmt.Sprintf("claim %s's last step was cut between its keys: %s r%d (%s) is the claim's own, %s r%d has not caught up; this step is not that one", id, seat, cl.SeatRev, cl.Record.State, session, cl.SessionRev),
 				Hint:   fmt.Sprintf("finish the cut step first with `%s`, then run this step again naming --seat-rev %d --session-rev %d", finish, cl.SeatRev, cl.SessionRev+1)}
 		}
 		// This is the cut step, retried: publish its missing half.
-		if err := finishOnSession(s, cl); err != nil {
+		if err := s.FinishStep(e.ctx, cl); err != nil {
 			return err
 		}
 		return printClaim(e, c, s, cl, verb)
@@ -534,11 +383,7 @@ func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *r
 	seatRev, sessionRev := cl.SeatRev, cl.SessionRev
 	if err := step(s, cl); err != nil {
 		var ref *claimstore.Refusal
-		if errors.As(err, &ref) {
-			gapRefusal(s, ref, seat, session)
-			return err
-		}
-		if cl.SeatRev != seatRev && cl.SessionRev == sessionRev {
+		if !errors.As(err, &ref) && cl.SeatRev != seatRev && cl.SessionRev == sessionRev {
 			return cutError(s, cl, err)
 		}
 		return err
@@ -552,7 +397,7 @@ func printClaim(e *env, c *common, s *claimstore.Store, cl *claimstore.Claim, ve
 		Seat:    seatJSON{Seat: cl.Seat.Seat, Project: cl.Seat.Project, Workspace: cl.Seat.Workspace},
 		Session: cl.Session.Session, SeatRev: cl.SeatRev, SessionRev: cl.SessionRev,
 		State: string(r.State), Proof: proofOut(r.Proof), UnitName: r.UnitName(), SpawnMarker: r.SpawnMarker()}
-	o := judgeOwner(s.Host(), r)
+	o := judgeOwner(s, r)
 	j.Owner = &o
 	e.done = fmt.Sprintf("claim %s was %s: seat r%d, session r%d, state %s, under %s; `claimctl show --root %s --claim %s` shows it", cl.ID, verb, cl.SeatRev, cl.SessionRev, r.State, s.Root(), shellQuote(s.Root()), cl.ID)
 	if c.json {

@@ -1,11 +1,13 @@
 package cli
 
 import (
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/claimstore/claimstore/internal/shquote"
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/hostid"
@@ -72,82 +74,16 @@ be read, or no key's head belongs to --claim.`,
 				return err
 			}
 			if c.set["claim"] {
-				if seat, session, err = findClaim(s, *claim); err != nil {
+				if seat, session, err = s.FindClaim(e.ctx, *claim); err != nil {
 					return err
+				}
+				if seat == nil && session == nil {
+					return fmt.Errorf("no key under %s has claim %s at its head; the claim may have been released and superseded (read a key's history with `claimctl log`)", s.Root(), *claim)
 				}
 			}
 			return show(e, c, s, seat, session)
 		}
 	},
-}
-
-// findClaim finds the keys whose head belongs to claim id, by reading every
-// key's head; a head's pair member names a partner whose head moved on.
-func findClaim(s *claimstore.Store, id string) (seat, session *claimstore.Key, err error) {
-	_, err = headsOfClaim(s, id, func(k claimstore.Key, _ uint64, rec *claimstore.Record) bool {
-		if k.Kind == claimstore.KindSeat {
-			seat = &k
-		} else {
-			session = &k
-		}
-		if ps, pss, ok := pairOfRecord(rec); ok {
-			if seat == nil {
-				seat = &ps
-			}
-			if session == nil {
-				session = &pss
-			}
-		}
-		return true
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if seat == nil && session == nil {
-		return nil, nil, fmt.Errorf("no key under %s has claim %s at its head; the claim may have been released and superseded (read a key's history with `claimctl log`)", s.Root(), id)
-	}
-	return seat, session, nil
-}
-
-// keyOfData reads the key member of a revision and checks that it hashes
-// to the directory it was found in.
-func keyOfData(data []byte, loc claimstore.Loc) (claimstore.Key, bool) {
-	var r struct {
-		Key map[string]string `json:"key"`
-	}
-	if json.Unmarshal(data, &r) != nil {
-		return claimstore.Key{}, false
-	}
-	var k claimstore.Key
-	var err error
-	switch loc.Kind {
-	case claimstore.KindSeat:
-		k, err = claimstore.SeatKey(r.Key["seat"], r.Key["project"], r.Key["workspace"])
-	case claimstore.KindSession:
-		k, err = claimstore.SessionKey(r.Key["session"])
-	}
-	if err != nil || k.Hash() != loc.Hash || r.Key["kind"] != string(loc.Kind) {
-		return claimstore.Key{}, false
-	}
-	return k, true
-}
-
-// pairOfRecord reads the "pair" member this implementation records.
-func pairOfRecord(rec *claimstore.Record) (seat, session claimstore.Key, ok bool) {
-	raw, found := rec.Fields.Get("pair")
-	if !found {
-		return seat, session, false
-	}
-	var p struct {
-		Seat    map[string]string `json:"seat"`
-		Session map[string]string `json:"session"`
-	}
-	if json.Unmarshal(raw, &p) != nil {
-		return seat, session, false
-	}
-	seat, err1 := claimstore.SeatKey(p.Seat["seat"], p.Seat["project"], p.Seat["workspace"])
-	session, err2 := claimstore.SessionKey(p.Session["session"])
-	return seat, session, err1 == nil && err2 == nil
 }
 
 func show(e *env, c *common, s *claimstore.Store, seat, session *claimstore.Key) error {
@@ -158,11 +94,11 @@ func show(e *env, c *common, s *claimstore.Store, seat, session *claimstore.Key)
 			heads = append(heads, nil)
 			continue
 		}
-		h, err := s.Head(bg, *k)
+		h, err := s.Head(e.ctx, *k)
 		if err != nil {
 			return fmt.Errorf("reading the head of %s in %s: %w", k, s.KeyDir(*k), err)
 		}
-		heads = append(heads, headAboveGap(s, h))
+		heads = append(heads, h)
 	}
 	if heads[0] != nil {
 		j := headOut(s, heads[0])
@@ -278,7 +214,7 @@ func headOut(s *claimstore.Store, h *claimstore.Head) headJSON {
 	j.Proof = proofOut(r.Proof)
 	j.UnitName, j.SpawnMarker = r.UnitName(), r.SpawnMarker()
 	j.Host = hostOut(s.Host(), r)
-	o := judgeOwner(s.Host(), r)
+	o := judgeOwner(s, r)
 	j.Owner = &o
 	return j
 }
@@ -291,26 +227,13 @@ func hostOut(host hostid.Host, r *claimstore.Record) *hostJSON {
 		ThisBoot:    berr == nil && boot == r.Host.BootID}
 }
 
-// judgeOwner judges a record's owner as classify does: an owner recorded
-// without a boot ran under the record's boot.
-func judgeOwner(host hostid.Host, r *claimstore.Record) ownerJSON {
-	o, err := r.Owner()
-	if err != nil {
-		return ownerJSON{State: string(hostid.Invalid), Reason: err.Error()}
+// judgeOwner is the owner of a record as the store judges it.
+func judgeOwner(s *claimstore.Store, r *claimstore.Record) ownerJSON {
+	st, why := s.JudgeOwner(r)
+	j := ownerJSON{State: string(st), Reason: why}
+	if o, err := r.Owner(); err == nil {
+		j.PID, j.Start, j.Boot, j.Incarnation, j.PIDNS = o.PID, o.Start, o.Boot, validJSON(o.Incarnation), o.PIDNS
 	}
-	j := ownerJSON{PID: o.PID, Start: o.Start, Boot: o.Boot, Incarnation: validJSON(o.Incarnation), PIDNS: o.PIDNS}
-	who := o.Identity()
-	if who.Boot == "" {
-		who.Boot = r.Host.BootID
-	}
-	mine, merr := host.MachineID()
-	if merr != nil || mine != r.Host.MachineID {
-		// A pid on another machine says nothing about this one.
-		j.State, j.Reason = string(hostid.Unknown), "the claim was taken on another machine; its owner can only be judged there"
-		return j
-	}
-	st, why := hostid.Judge(host, who)
-	j.State, j.Reason = string(st), why
 	return j
 }
 
@@ -322,7 +245,8 @@ func explainPair(s *claimstore.Store, p *claimstore.Pair) *pairJSON {
 		return j
 	}
 	ref := s.Refusal(p)
-	gapped := gapRefusal(s, ref, p.Seat.Key, p.Session.Key)
+	var gap *claimstore.GapError
+	gapped := p.Seat.Held() && errors.As(p.Seat.Damage, &gap) || p.Session.Held() && errors.As(p.Session.Damage, &gap)
 	j.Refusal = refusalOut(ref)
 	j.ClaimID = ref.ClaimID
 	classify := classifyCommandFor(s, p.Seat.Key, p.Session.Key)
@@ -358,7 +282,7 @@ func explainPair(s *claimstore.Store, p *claimstore.Pair) *pairJSON {
 	if p.Seat.Record != nil && p.Seat.Record.ClaimID == id {
 		latest = p.Seat.Record
 	}
-	o := judgeOwner(s.Host(), latest)
+	o := judgeOwner(s, latest)
 	boot, _ := s.Host().BootID()
 	state := p.State()
 	switch {
@@ -394,16 +318,4 @@ func classifyCommandFor(s *claimstore.Store, seat, session claimstore.Key) strin
 }
 
 // shellQuote quotes s for a POSIX shell when it needs quoting.
-func shellQuote(s string) string {
-	safe := s != ""
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+func shellQuote(s string) string { return shquote.Quote(s) }

@@ -1,13 +1,9 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
 )
@@ -51,62 +47,6 @@ func stepCommand(verb, root string, cl *claimstore.Claim, seatRev, sessionRev ui
 	return strings.Join(args, " ")
 }
 
-// sameContent reports whether two records of one claim say the same thing:
-// equal but for the key, revision and writtenAt they were published with.
-func sameContent(a, b *claimstore.Record) bool {
-	x, y := *a, *b
-	x.Key, x.Revision, x.WrittenAt = b.Key, 0, ""
-	y.Revision, y.WrittenAt = 0, ""
-	da, err1 := x.Marshal()
-	db, err2 := y.Marshal()
-	return err1 == nil && err2 == nil && bytes.Equal(da, db)
-}
-
-// cutStep reports whether cl is a step cut between its keys: the seat's
-// revision (the claim's latest) says something the session's does not.
-// Every step publishes on the seat first, so the reverse cannot be a cut.
-func cutStep(cl *claimstore.Claim, sessionRec *claimstore.Record) bool {
-	return sessionRec != nil && !sameContent(cl.Record, sessionRec)
-}
-
-// finishOnSession publishes the claim's latest record (its seat revision)
-// as the session key's next revision: the half of a cut step that is
-// missing. It is fenced as a step is: the session's head must still be the
-// claim's revision, and the exclusive link fails if any writer took the
-// number meanwhile.
-func finishOnSession(s *claimstore.Store, cl *claimstore.Claim) error {
-	k := cl.Session
-	h, err := s.Head(bg, k)
-	if err != nil {
-		return err
-	}
-	if g := gapOf(s, k); g != nil {
-		return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{cl.Seat, k}, ClaimID: cl.ID, Reason: g.reason(), Hint: gapHint(s)}
-	}
-	if h.Record == nil || h.N != cl.SessionRev || h.Record.ClaimID != cl.ID {
-		return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{cl.Seat, k}, ClaimID: cl.ID,
-			Reason: fmt.Sprintf("%s moved under claim %s while its cut step was being finished: its head is revision %d, not the claim's revision %d", k, cl.ID, h.N, cl.SessionRev),
-			Hint:   "read the heads with `claimctl show` and the history with `claimctl log`"}
-	}
-	rec := *cl.Record
-	rec.Key, rec.Revision = k, cl.SessionRev+1
-	rec.WrittenAt = time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
-	data, err := rec.Marshal()
-	if err != nil {
-		return err
-	}
-	if err := s.Backend().Publish(bg, k.Loc(), rec.Revision, data, nil); err != nil {
-		if errors.Is(err, claimstore.ErrRevisionExists) {
-			return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{cl.Seat, k}, ClaimID: cl.ID,
-				Reason: fmt.Sprintf("another writer published revision %d of %s while claim %s's cut step was being finished", rec.Revision, k, cl.ID),
-				Hint:   "read the heads with `claimctl show` and the history with `claimctl log`"}
-		}
-		return err
-	}
-	cl.SessionRev = rec.Revision
-	return nil
-}
-
 // cutError describes a step that failed after its seat revision.
 func cutError(s *claimstore.Store, cl *claimstore.Claim, cause error) error {
 	state := string(cl.Record.State)
@@ -135,10 +75,4 @@ func finishFlags(r *claimstore.Record) (verb string, flags []string) {
 		return "release", []string{"--proof", p}
 	}
 	return "advance", []string{"--state", string(r.State)}
-}
-
-// jsonEqual compares two JSON values by their compact form.
-func jsonEqual(a, b []byte) bool {
-	var x, y bytes.Buffer
-	return json.Compact(&x, a) == nil && json.Compact(&y, b) == nil && bytes.Equal(x.Bytes(), y.Bytes())
 }

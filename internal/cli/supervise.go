@@ -218,7 +218,7 @@ func runBody(e *env, c *common, argv []string, kf *keyFlags, uf *unitFlags, o ru
 		return adoptRun(e, s, seat, session, owner, units, mgr, dialErr, lifecycle.GroupAttacher{Host: e.host(), KillAfter: o.killAfter, Log: logf}, sigs, o.killAfter)
 	}
 	if c.set["claim-id"] {
-		if err := claimIDInUse(s, o.claimID); err != nil {
+		if err := claimIDInUse(e.ctx, s, o.claimID); err != nil {
 			return err
 		}
 	}
@@ -240,7 +240,7 @@ func runBody(e *env, c *common, argv []string, kf *keyFlags, uf *unitFlags, o ru
 		var ns *lifecycle.NotStartedError
 		if errors.As(err, &ns) {
 			// Refused before the spawn marker: nothing ran under the claim.
-			if rerr := r.Release(bg); rerr != nil {
+			if rerr := r.Release(e.ctx); rerr != nil {
 				return exitErr{code: exitUncertain, msg: fmt.Sprintf("%v; the claim could not be released (%v), so it stays held: release it with `claimctl release --claim %s … --proof no-unit`", err, rerr, r.Claim.ID)}
 			}
 			return exitErr{code: exitError, msg: fmt.Sprintf("%v; claim %s was released with a no-unit proof", err, r.Claim.ID)}
@@ -268,7 +268,7 @@ func fileOf(v any) *os.File {
 // acquireRun takes the claim, waiting for the pair while --wait says so.
 func acquireRun(e *env, s *claimstore.Store, seat, session claimstore.Key, f claimstore.AcquireFields, wait bool, deadline time.Time, sigs <-chan os.Signal) (*lifecycle.Run, error) {
 	for {
-		r, err := lifecycle.Acquire(bg, s, seat, session, f)
+		r, err := lifecycle.Acquire(e.ctx, s, seat, session, f)
 		var ref *claimstore.Refusal
 		if !wait || !errors.As(err, &ref) {
 			return r, err
@@ -347,7 +347,7 @@ func finishRun(e *env, r *lifecycle.Run, sigs <-chan os.Signal, killAfter time.D
 	if w.err != nil {
 		return exitErr{code: exitUncertain, msg: fmt.Sprintf("claim %s stays held: %v", r.Claim.ID, w.err)}
 	}
-	if err := r.Release(bg); err != nil {
+	if err := r.Release(e.ctx); err != nil {
 		return exitErr{code: exitUncertain, msg: fmt.Sprintf("the writer of claim %s is over (%s), but the release failed, so the claim stays held: %v; release it with `claimctl release --claim %s … --proof %s`", r.Claim.ID, w.x.Ref, err, r.Claim.ID, shellQuote("cohortProof:"+w.x.Ref))}
 	}
 	status := w.x.Status
@@ -493,7 +493,7 @@ func waitFree(ctx context.Context, s *claimstore.Store, seat, session claimstore
 		}()
 	}
 	for {
-		p, err := s.Pair(bg, seat, session)
+		p, err := s.Pair(ctx, seat, session)
 		if err != nil {
 			return nil, err
 		}

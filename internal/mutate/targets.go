@@ -58,7 +58,7 @@ var targets = []target{
 		File: "claimstore/head.go",
 		Funcs: []string{
 			"Store.head", "Store.probeHead", "Store.verifyHeadProof",
-			"Store.listedUpTo", "Store.noteListing", "dense", "firstMissing",
+			"Store.listedUpTo", "Store.noteListing", "dense", "gapsOf",
 			"Head.Held", "Head.State", "Pair.Held", "Pair.State", "Store.Refusal",
 		},
 		Tests: claimstoreTests,
@@ -75,10 +75,26 @@ var targets = []target{
 	{
 		File: "claimstore/classify.go",
 		Funcs: []string{
-			"Store.classifyOnce", "Store.finish", "Store.completeMovedRelease",
+			"Store.finish", "Store.completeMovedRelease",
 			"bootEvidence", "Store.judgeOwner", "Store.syncHeads", "sameOutcome",
 			"spawnMarkerOf",
 		},
+		Tests: claimstoreTests,
+	},
+	{
+		File: "claimstore/table.go",
+		Funcs: []string{
+			"Store.classifyOnce", "judgement.free", "judgement.refused", "judgement.foreign",
+			"judgement.damaged", "judgement.movedRelease", "judgement.twoClaims",
+			"judgement.adopted", "judgement.ownerNotGone", "judgement.otherPair",
+			"judgement.earlierBoot", "judgement.cutRelease", "judgement.nothingRan",
+			"judgement.mayRun",
+		},
+		Tests: claimstoreTests,
+	},
+	{
+		File:  "claimstore/resume.go",
+		Funcs: []string{"Store.Resume", "Store.FinishStep", "Record.Satisfies", "sameContent"},
 		Tests: claimstoreTests,
 	},
 	{
@@ -88,7 +104,12 @@ var targets = []target{
 	},
 	{
 		File:  "claimstore/all.go",
-		Funcs: []string{"Store.ClassifyAll", "Store.keyInfo"},
+		Funcs: []string{"Store.ClassifyAll", "Summary.count", "Store.classifyPairs"},
+		Tests: claimstoreTests,
+	},
+	{
+		File:  "claimstore/walk.go",
+		Funcs: []string{"Store.keyInfo", "Store.pairKeys", "KeyInfo.Held"},
 		Tests: claimstoreTests,
 	},
 	{
