@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -498,6 +500,11 @@ func (p *unitProc) Wait(ctx context.Context) (*lifecycle.Exit, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			if p.m.connLost(err) {
+				// The read can meet the end of the connection before the
+				// signal connection reports it: the same fact, worded once.
+				return nil, &NotOverError{p.unit, p.id, fmt.Sprintf("the connection to %s was lost (the manager or its bus went away): %v", p.m.what, err)}
+			}
 			return nil, &NotOverError{p.unit, p.id, fmt.Sprintf("reading the unit from %s: %v", p.m.what, err)}
 		}
 		x, err := p.m.judge(p.unit, p.id, p.cgroup, st)
@@ -567,6 +574,21 @@ func (m *Manager) Attach(ctx context.Context, rec lifecycle.Recorded) (lifecycle
 		id = st.invocation
 	}
 	return &unitProc{m: m, unit: rec.Unit, id: id, cgroup: cg, running: true}, nil
+}
+
+// connLost reports whether err (from a call on the connection) means the
+// connection itself ended: its end of file, or the signal connection's
+// context already done.
+func (m *Manager) connLost(err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	select {
+	case <-m.lost():
+		return true
+	default:
+		return false
+	}
 }
 
 // lost is closed when the signal connection ends (never, if unknown).
