@@ -136,7 +136,7 @@ func (s *Store) checkKey(ctx context.Context, loc Loc, layout storage.LayoutChec
 	if layout != nil {
 		layout.CheckKey(ctx, loc, opts.Repair, s.judgeTemp, add)
 	}
-	revs, other, err := s.be.List(ctx, loc)
+	base, revs, other, err := s.list(ctx, loc)
 	if err != nil {
 		add(Finding{Path: dir, Kind: FindingUnsafePath, Severity: SeverityError, Message: err.Error() + "; the key reads as held until this is fixed"})
 		return
@@ -149,7 +149,7 @@ func (s *Store) checkKey(ctx context.Context, loc Loc, layout storage.LayoutChec
 			}
 		}
 	}
-	prev := uint64(0)
+	prev := base - 1
 	for _, n := range revs {
 		rep.Revisions++
 		path := s.Path(string(loc.Kind), loc.Hash, RevisionName(n))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,3 +240,118 @@ func TestCompatWithReference(t *testing.T) {
 }
 
 func writeFile0400(name, content string) error { return os.WriteFile(name, []byte(content), 0o400) }
+
+// TestCompatPrunedRoot: a root this implementation pruned reads the same in
+// the reference for every key that remains (a compacted seat: the same
+// head; a removed session: no revisions), and the reference claims a
+// compacted seat and a removed session again, from the seat's next number
+// and the session's first, which this implementation then reads as held.
+// A tombstone an interrupted prune left is the one designed difference:
+// the reference reads it as damaged (held, so that it never links above
+// it), this implementation as free; the next prune removes the key.
+func TestCompatPrunedRoot(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "root")
+	host := &fakeHost{machine: compatMachine, boot: compatBoot, procs: map[int]string{4100: "88001"}}
+	clk := newClock()
+	s, err := OpenRoot(root, &TOpts{Host: host, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := Owner{PID: 4100, Start: "88001", PIDNS: initialPIDNS}
+	seats := []Key{}
+	for _, name := range []string{"a", "b"} {
+		k, _ := SeatKey(name, "p", "/w")
+		seats = append(seats, k)
+	}
+	var sessions []Key
+	for i := range 6 {
+		k, _ := SessionKey(fmt.Sprintf("s-%d", i))
+		sessions = append(sessions, k)
+		c, err := s.Acquire(ctx, seats[i%2], k, AcquireFields{Owner: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Advance(ctx, c, Patch{State: Active}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, c, NewProof(ProofCohort, "done")); err != nil {
+			t.Fatal(err)
+		}
+		if i == 3 {
+			clk.add(40 * day) // s-0..s-3 are old, s-4 and s-5 young
+		}
+	}
+	clk.add(10 * day)
+	refSeat := func(k Key) map[string]any {
+		return map[string]any{"seat": map[string]string{"seat": k.Seat, "project": k.Project, "workspace": k.Workspace}}
+	}
+	agree := func(step string, keys []Key) {
+		t.Helper()
+		var ops []map[string]any
+		for _, k := range keys {
+			op := map[string]any{"op": "head"}
+			if k.Kind == KindSeat {
+				op["seat"] = refSeat(k)["seat"]
+			} else {
+				op["session"] = k.Session
+			}
+			ops = append(ops, op)
+		}
+		res := refDriver(t, compatRequest(root, ops...))
+		for i, k := range keys {
+			if res[i]["ok"] != true {
+				t.Fatalf("%s: reference head of %s: %v", step, k, res[i])
+			}
+			if diff := cmp.Diff(refView(res[i]), goView(t, s, k)); diff != "" {
+				t.Errorf("%s: %s (-reference +this):\n%s", step, k, diff)
+			}
+		}
+	}
+	all := append(append([]Key{}, seats...), sessions...)
+	agree("before prune", all)
+	rep, err := s.Prune(ctx, &PruneOptions{OlderThan: 30 * day})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Removed != 4 || rep.Compacted != 2 {
+		t.Fatalf("prune report %+v, want 4 sessions removed and 2 seats compacted", rep)
+	}
+	agree("after prune", all)
+
+	// The reference claims a compacted seat and a removed session.
+	res := refDriver(t, compatRequest(root, map[string]any{"op": "acquire", "seat": refSeat(seats[0])["seat"], "session": sessions[0].Session,
+		"fields": map[string]any{"claimId": "c0123456789abcdef01234567", "owner": map[string]any{"pid": 4100, "start": "88001", "incarnation": 2}}}))
+	if res[0]["ok"] != true {
+		t.Fatalf("reference acquire on a pruned root: %v", res[0])
+	}
+	agree("reference acquire", all)
+	if h, _ := s.Head(ctx, sessions[0]); h.N != 1 || !h.Held() {
+		t.Errorf("session claimed again by the reference: head %d held=%v, want r1 held", h.N, h.Held())
+	}
+	mustCheckClean(t, s)
+
+	// A tombstone left by a prune cut short.
+	h, err := s.Head(ctx, sessions[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.add(40 * day)
+	if _, _, won, err := s.publishTombstone(ctx, h); err != nil || !won {
+		t.Fatalf("tombstone: %v %v", won, err)
+	}
+	res = refDriver(t, compatRequest(root, map[string]any{"op": "head", "session": sessions[4].Session}))
+	if rv := refView(res[0]); !rv.Held || !rv.Damaged || rv.N != 4 {
+		t.Errorf("reference on a tombstone: %+v; want damaged and held at r4", rv)
+	}
+	if gv := goView(t, s, sessions[4]); gv.Held || gv.N != 4 {
+		t.Errorf("this implementation on a tombstone: %+v; want free at r4", gv)
+	}
+	if _, err := s.Prune(ctx, &PruneOptions{OlderThan: 30 * day}); err != nil {
+		t.Fatal(err)
+	}
+	agree("tombstone pruned", []Key{sessions[4]})
+	if h, _ := s.Head(ctx, sessions[4]); h.N != 0 {
+		t.Errorf("tombstoned session after the next prune: head %d, want removed", h.N)
+	}
+}

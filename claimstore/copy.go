@@ -67,7 +67,17 @@ func Copy(ctx context.Context, dst, src Backend) (*CopyReport, error) {
 			return rep, fmt.Errorf("copy: list %s keys: %w", kind, err)
 		}
 		for _, loc := range locs {
-			revs, other, err := src.List(ctx, loc)
+			// A compacted key is copied from its base, and the copy is
+			// compacted to the same base: it reads as the source does.
+			base := uint64(1)
+			var revs []uint64
+			var other []string
+			var err error
+			if c, ok := src.(storage.Compacter); ok {
+				base, revs, other, err = c.ListFrom(ctx, loc)
+			} else {
+				revs, other, err = src.List(ctx, loc)
+			}
 			if err != nil {
 				return rep, fmt.Errorf("copy: list %v: %w", loc, err)
 			}
@@ -98,6 +108,15 @@ func Copy(ctx context.Context, dst, src Backend) (*CopyReport, error) {
 					return rep, fmt.Errorf("copy: %v revision %d: %w", loc, n, err)
 				}
 				rep.Revisions++
+			}
+			if base > 1 && len(revs) > 0 {
+				c, ok := to.(storage.Compacter)
+				if !ok {
+					return rep, fmt.Errorf("copy: %v is compacted (its history starts at revision %d) and the destination cannot hold a compacted key", loc, base)
+				}
+				if err := c.Compact(ctx, loc, base); err != nil {
+					return rep, fmt.Errorf("copy: %v: its base revision %d: %w", loc, base, err)
+				}
 			}
 		}
 	}

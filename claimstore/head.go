@@ -19,6 +19,9 @@ type Head struct {
 	// Damage says why revision N is damaged (invalid, unreadable, not a
 	// regular file), or is nil. A damaged head holds the key as Uncertain.
 	Damage error
+	// raw is revision N's bytes as read: a publish over a free head
+	// follows exactly these (storage.GuardedPublisher).
+	raw []byte
 }
 
 // Held reports whether the head holds its key: it does unless it is
@@ -105,8 +108,8 @@ func (s *Store) head(ctx context.Context, k Key, forWrite bool) (*Head, error) {
 		var damage error
 		if !c.dense() {
 			damage = &DamageError{Reason: fmt.Sprintf("revision %d exists, but the history below it is not dense", top)}
-			if revs, _, err := s.be.List(ctx, loc); err == nil && !dense(revs) {
-				damage = s.gapError(k, revs)
+			if base, revs, _, err := s.list(ctx, loc); err == nil && !dense(base, revs) {
+				damage = s.gapError(k, base, revs)
 			}
 		}
 		switch {
@@ -130,25 +133,41 @@ func (s *Store) head(ctx context.Context, k Key, forWrite bool) (*Head, error) {
 // census is what a listing of a key says: its highest revision and how many
 // revisions it holds. Names in a directory are unique, so the history is
 // dense (1..top, no gap) exactly when there are top of them.
+//
+// A compacted key (see storage.Compacter) keeps its revisions from a base
+// up: dense is then base..top.
 type census struct {
 	top   uint64
 	count int
+	base  uint64
 }
 
-func (c census) dense() bool { return c.count > 0 && uint64(c.count) == c.top }
+func (c census) dense() bool { return c.count > 0 && uint64(c.count) == c.top-c.base+1 }
 
 // census lists loc, as cheaply as the backend can: a free head is
 // confirmed by one, so its cost is most of a cold free head's.
 func (s *Store) census(ctx context.Context, loc Loc) (census, error) {
 	if b, ok := s.be.(storage.Censuser); ok {
-		top, n, err := b.Census(ctx, loc)
-		return census{top: top, count: n}, err
+		top, n, base, err := b.Census(ctx, loc)
+		return census{top: top, count: n, base: max(base, 1)}, err
 	}
-	revs, _, err := s.be.List(ctx, loc)
+	base, revs, _, err := s.list(ctx, loc)
 	if err != nil || len(revs) == 0 {
-		return census{}, err
+		return census{base: 1}, err
 	}
-	return census{top: revs[len(revs)-1], count: len(revs)}, nil
+	return census{top: revs[len(revs)-1], count: len(revs), base: base}, nil
+}
+
+// list lists loc's revisions from its base up (see storage.Compacter),
+// with the base they were listed against: 1 on a backend that never
+// compacts.
+func (s *Store) list(ctx context.Context, loc Loc) (base uint64, revs []uint64, other []string, err error) {
+	if c, ok := s.be.(storage.Compacter); ok {
+		base, revs, other, err = c.ListFrom(ctx, loc)
+		return max(base, 1), revs, other, err
+	}
+	revs, other, err = s.be.List(ctx, loc)
+	return 1, revs, other, err
 }
 
 // listedUpTo reports whether a listing of loc this store took showed its
@@ -158,6 +177,12 @@ func (s *Store) listedUpTo(loc Loc, n uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	top, ok := s.listed[loc]
+	if ok && n < top {
+		// The history shrank (prune removed the key, and it is being
+		// written again): what was listed says nothing about it now.
+		delete(s.listed, loc)
+		return false
+	}
 	return ok && n >= top
 }
 
@@ -233,8 +258,8 @@ func (e *GapError) Hint() string {
 
 // gapError is the damage of k's head given a listing revs that is not
 // dense.
-func (s *Store) gapError(k Key, revs []uint64) *GapError {
-	return &GapError{Key: k, Top: revs[len(revs)-1], Gaps: gapsOf(revs), Dir: s.KeyDir(k), root: s.Root()}
+func (s *Store) gapError(k Key, base uint64, revs []uint64) *GapError {
+	return &GapError{Key: k, Top: revs[len(revs)-1], Gaps: gapsOf(base, revs), Dir: s.KeyDir(k), root: s.Root()}
 }
 
 // Gap is a run of revisions missing from a key's history, From to To
@@ -252,17 +277,18 @@ func (s *Store) Gaps(ctx context.Context, k Key) (top uint64, gaps []Gap, err er
 	if err := k.Validate(); err != nil {
 		return 0, nil, err
 	}
-	revs, _, err := s.be.List(ctx, k.Loc())
+	base, revs, _, err := s.list(ctx, k.Loc())
 	if err != nil || len(revs) == 0 {
 		return 0, nil, err
 	}
-	return revs[len(revs)-1], gapsOf(revs), nil
+	return revs[len(revs)-1], gapsOf(base, revs), nil
 }
 
-// gapsOf returns the runs missing from revs (ascending) below its last.
-func gapsOf(revs []uint64) []Gap {
+// gapsOf returns the runs missing from revs (ascending) below its last,
+// from base (the lowest revision the key keeps) up.
+func gapsOf(base uint64, revs []uint64) []Gap {
 	var out []Gap
-	want := uint64(1)
+	want := base
 	for _, n := range revs {
 		if n > want {
 			out = append(out, Gap{From: want, To: n - 1})
@@ -272,9 +298,9 @@ func gapsOf(revs []uint64) []Gap {
 	return out
 }
 
-// dense reports whether revs (ascending) are exactly 1..len(revs).
-func dense(revs []uint64) bool {
-	return len(revs) > 0 && revs[0] == 1 && revs[len(revs)-1] == uint64(len(revs))
+// dense reports whether revs (ascending) are exactly base..base+len(revs)-1.
+func dense(base uint64, revs []uint64) bool {
+	return len(revs) > 0 && revs[0] == base && revs[len(revs)-1] == base+uint64(len(revs))-1
 }
 
 // probeHead reads the head the backend's probing finds.
@@ -288,7 +314,7 @@ func (s *Store) probeHead(ctx context.Context, k Key) (*Head, error) {
 	case err != nil:
 		return nil, err
 	}
-	h := &Head{Key: k, N: n}
+	h := &Head{Key: k, N: n, raw: data}
 	switch {
 	case rerr != nil:
 		h.Damage = rerr
@@ -334,6 +360,9 @@ type Revision struct {
 	Record *Record // nil when damaged
 	Data   []byte  // the file's contents as read
 	Damage error
+	// Segment is the archive segment an archived revision was read from
+	// (ArchivedRevisions); empty for a live one.
+	Segment string
 }
 
 // Revisions returns k's whole history, oldest first. Its cost grows with
@@ -342,7 +371,7 @@ func (s *Store) Revisions(ctx context.Context, k Key) ([]Revision, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
-	nums, _, err := s.be.List(ctx, k.Loc())
+	_, nums, _, err := s.list(ctx, k.Loc())
 	if err != nil {
 		return nil, err
 	}

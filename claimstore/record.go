@@ -19,6 +19,13 @@ import (
 const (
 	RecordVersion = 1
 	RecordKind    = "writer-claim"
+	// TombstoneKind is the kind of a tombstone: the revision prune
+	// publishes above a free session's head before it removes the key
+	// (ARCHITECTURE.md, "Retention"). It is stopped, with a "pruned"
+	// proof: this store reads it as free (the key being pruned); the
+	// reference implementation, which reads only writer-claim records, as
+	// damaged (held), so that it never links above it.
+	TombstoneKind = "claimstore-prune"
 )
 
 // State is the state of one revision. The order of conservatism is
@@ -71,9 +78,15 @@ const (
 	ProofBoot ProofKind = "boot"
 	// ProofNoUnit says nothing was ever spawned for the claim.
 	ProofNoUnit ProofKind = "no-unit"
+	// ProofPruned is a tombstone's proof (TombstoneKind): the key's
+	// history was free and old, and is being removed. Only a tombstone
+	// carries it.
+	ProofPruned ProofKind = "pruned"
 )
 
-func (k ProofKind) valid() bool { return k == ProofCohort || k == ProofBoot || k == ProofNoUnit }
+func (k ProofKind) valid() bool {
+	return k == ProofCohort || k == ProofBoot || k == ProofNoUnit || k == ProofPruned
+}
 
 // Proof is the proof a stopped revision carries. Members beyond kind and ref
 // are kept as read and written back unchanged.
@@ -195,6 +208,9 @@ type Record struct {
 	Key       Key    // publication: the key the revision was published on
 	Revision  uint64 // publication: the revision number
 	WrittenAt string // publication: RFC 3339 UTC with milliseconds; informational only
+	// Tombstone marks a tombstone (TombstoneKind): written with that kind,
+	// stopped with a ProofPruned proof.
+	Tombstone bool
 }
 
 // Member names the store interprets inside Fields.
@@ -345,7 +361,11 @@ func (r *Record) Marshal() ([]byte, error) {
 		case "version":
 			member(name, []byte(strconv.Itoa(RecordVersion)))
 		case "kind":
-			member(name, appendJSString(nil, RecordKind))
+			kind := RecordKind
+			if r.Tombstone {
+				kind = TombstoneKind
+			}
+			member(name, appendJSString(nil, kind))
 		case "claimId":
 			member(name, appendJSString(nil, r.ClaimID))
 		case "host":
@@ -421,8 +441,12 @@ func DecodeRecord(data []byte, key Key, n uint64) (*Record, error) {
 	if v, _ := get("version"); !numberIs(v, RecordVersion) {
 		return nil, &DamageError{Reason: fmt.Sprintf("version is %s, want %d", show(v), RecordVersion)}
 	}
+	tomb := false
 	if v, _ := get("kind"); !stringIs(v, RecordKind) {
-		return nil, &DamageError{Reason: fmt.Sprintf("kind is %s, want %q", show(v), RecordKind)}
+		if !stringIs(v, TombstoneKind) {
+			return nil, &DamageError{Reason: fmt.Sprintf("kind is %s, want %q", show(v), RecordKind)}
+		}
+		tomb = true
 	}
 	if v, _ := get("revision"); !numberIs(v, float64(n)) {
 		return nil, &DamageError{Reason: fmt.Sprintf("revision is %s, but the file name says %d", show(v), n)}
@@ -475,6 +499,16 @@ func DecodeRecord(data []byte, key Key, n uint64) (*Record, error) {
 	}
 	if v, ok := get("writtenAt"); ok {
 		_ = json.Unmarshal(v, &r.WrittenAt)
+	}
+	// A tombstone is stopped with a pruned proof, and only a tombstone
+	// has one: anything else claiming either is damaged, never free.
+	r.Tombstone = tomb
+	pruned := r.Proof != nil && r.Proof.Kind == ProofPruned
+	switch {
+	case tomb && (r.State != Stopped || !pruned):
+		return nil, &DamageError{Reason: fmt.Sprintf("a %s record must be stopped with a %q proof", TombstoneKind, ProofPruned)}
+	case !tomb && pruned:
+		return nil, &DamageError{Reason: fmt.Sprintf("proof kind %q belongs to %s records only", ProofPruned, TombstoneKind)}
 	}
 	for _, m := range members {
 		switch m.Name {

@@ -406,7 +406,7 @@ type faultyBackend struct {
 
 // Census is the directory backend's: a head's confirming listing is not
 // the listing of a claim's history that fails here.
-func (b faultyBackend) Census(ctx context.Context, loc Loc) (uint64, int, error) {
+func (b faultyBackend) Census(ctx context.Context, loc Loc) (uint64, int, uint64, error) {
 	return b.Backend.(storage.Censuser).Census(ctx, loc)
 }
 

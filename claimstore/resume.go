@@ -276,7 +276,7 @@ func (s *Store) RevisionNumbers(ctx context.Context, k Key) ([]uint64, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
-	nums, _, err := s.be.List(ctx, k.Loc())
+	_, nums, _, err := s.list(ctx, k.Loc())
 	return nums, err
 }
 

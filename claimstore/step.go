@@ -133,6 +133,18 @@ func (s *Store) publishLinked(ctx context.Context, k Key, n uint64, rec *Record)
 	return p.commit(ctx)
 }
 
+// publishOver is publish over a head the caller read free: on a backend
+// that removes keys (storage.GuardedPublisher) it publishes only while
+// that head is still there, so that a key pruned and written again since
+// is never built on; it reports false, nil then, as after a lost race.
+func (s *Store) publishOver(ctx context.Context, h *Head, rec *Record) (bool, error) {
+	pr := &preparing{done: make(chan struct{}), prev: h.raw}
+	s.prepareInto(ctx, pr, h.Key, h.N+1, rec)
+	close(pr.done)
+	won, _, err := pr.commit(ctx)
+	return won, err
+}
+
 // preparing is a revision being prepared (Backend.Prepare), perhaps in
 // another goroutine: commit and abort wait for it.
 type preparing struct {
@@ -145,6 +157,11 @@ type preparing struct {
 	loc Loc
 	n   uint64
 	id  string
+	// prev, when set, is revision n-1 as read: the publish follows it
+	// (see publishOver).
+	prev []byte
+	// data is the revision's bytes, once marshalled.
+	data []byte
 }
 
 // prepare prepares rec as revision n of k.
@@ -170,11 +187,16 @@ func (s *Store) prepareInto(ctx context.Context, pr *preparing, k Key, n uint64,
 		pr.err = err
 		return
 	}
+	pr.data = data
 	hook := func(b Barrier) error {
 		if b == BarrierLinked {
 			pr.linked = true
 		}
 		return s.pause(Point{Barrier: b, Key: k, Revision: n, ClaimID: rec.ClaimID})
+	}
+	if g, ok := s.be.(storage.GuardedPublisher); ok && pr.prev != nil && n > 1 {
+		pr.p, pr.err = g.PrepareOver(ctx, k.Loc(), n, data, pr.prev, hook)
+		return
 	}
 	pr.p, pr.err = s.be.Prepare(ctx, k.Loc(), n, data, hook)
 }
@@ -211,11 +233,16 @@ func (s *Store) checkSize(rec *Record, keys ...Key) error {
 
 // prepareAsync is prepare overlapping the caller's work, unless the store
 // is sequential.
-func (s *Store) prepareAsync(ctx context.Context, k Key, n uint64, rec *Record) *preparing {
+//
+// prev, when set, is revision n-1 as read, which the publish must follow
+// (see publishOver).
+func (s *Store) prepareAsync(ctx context.Context, k Key, n uint64, rec *Record, prev []byte) *preparing {
+	pr := &preparing{done: make(chan struct{}), prev: prev}
 	if s.sequential {
-		return s.prepare(ctx, k, n, rec)
+		s.prepareInto(ctx, pr, k, n, rec)
+		close(pr.done)
+		return pr
 	}
-	pr := &preparing{done: make(chan struct{})}
 	go func() {
 		defer close(pr.done)
 		s.prepareInto(ctx, pr, k, n, rec)
@@ -257,7 +284,7 @@ func (pr *preparing) commit(ctx context.Context) (won, linked bool, err error) {
 		return false, false, pr.err
 	}
 	err = pr.p.Commit(ctx)
-	if errors.Is(err, ErrRevisionExists) {
+	if errors.Is(err, ErrRevisionExists) || errors.Is(err, storage.ErrHeadMoved) {
 		return false, false, nil
 	}
 	if err == nil {
@@ -312,7 +339,9 @@ func (s *Store) Acquire(ctx context.Context, seat, session Key, f AcquireFields)
 		// The session revision is written and synced while the seat's is
 		// published; it is linked only once the seat's is durable.
 		sessionRev := p.Session.N + 1
-		prep := s.prepareAsync(ctx, session, sessionRev, rec)
+		// Over a free session head, which prune may remove: the publish
+		// follows exactly the head read (publishOver).
+		prep := s.prepareAsync(ctx, session, sessionRev, rec, p.Session.raw)
 		won, _, err := s.publishAfter(ctx, prep, seat, p.Seat.N+1, rec)
 		if err != nil || !won {
 			prep.abort()
@@ -338,7 +367,7 @@ func (s *Store) Acquire(ctx context.Context, seat, session Key, f AcquireFields)
 			}
 			if !now.Held() {
 				sessionRev = now.N + 1
-				if won, err = s.publish(ctx, session, sessionRev, rec); err != nil {
+				if won, err = s.publishOver(ctx, now, rec); err != nil {
 					return nil, err
 				}
 			}
@@ -456,7 +485,7 @@ func (s *Store) step(ctx context.Context, c *Claim, next *Record) error {
 	// revision's temporary is written and synced meanwhile. A writer that
 	// moved the session key since the check above wins its number, and
 	// the session link then fails: the link is the arbiter.
-	prep := s.prepareAsync(ctx, c.Session, c.SessionRev+1, next)
+	prep := s.prepareAsync(ctx, c.Session, c.SessionRev+1, next, nil)
 	won, linked, err := s.publishAfter(ctx, prep, c.Seat, c.SeatRev+1, next)
 	if linked {
 		// The revision exists even if a barrier stopped the rest: the

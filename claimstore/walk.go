@@ -270,10 +270,10 @@ func unreadableReason(in *KeyInfo) string {
 // it can read.
 func (s *Store) keyInfo(ctx context.Context, loc Loc) *KeyInfo {
 	in := &KeyInfo{Loc: loc}
-	revs, _, err := s.be.List(ctx, loc)
-	if err == nil && len(revs) > 0 && !dense(revs) {
+	base, revs, _, err := s.list(ctx, loc)
+	if err == nil && len(revs) > 0 && !dense(base, revs) {
 		// A listing is not atomic; look once more before seeing a gap.
-		revs, _, err = s.be.List(ctx, loc)
+		base, revs, _, err = s.list(ctx, loc)
 	}
 	if err != nil {
 		in.Err = err
@@ -286,7 +286,7 @@ func (s *Store) keyInfo(ctx context.Context, loc Loc) *KeyInfo {
 	in.Top = top
 	// The classification reads the key's head to publish on, which wants
 	// a listing of it once per store: this one.
-	s.noteListing(loc, top, dense(revs))
+	s.noteListing(loc, top, dense(base, revs))
 	var topDamage error
 	for i := len(revs) - 1; i >= 0 && i >= len(revs)-16; i-- {
 		n := revs[i]
@@ -313,8 +313,8 @@ func (s *Store) keyInfo(ctx context.Context, loc Loc) *KeyInfo {
 		}
 		in.Key, in.ClaimID, in.Pair = &k, rec.ClaimID, pairOf(rec)
 		switch {
-		case !dense(revs):
-			in.Head = &Head{Key: k, N: top, Damage: &fs.PathError{Op: "read head", Path: s.RevisionPath(k, top), Err: s.gapError(k, revs)}}
+		case !dense(base, revs):
+			in.Head = &Head{Key: k, N: top, Damage: &fs.PathError{Op: "read head", Path: s.RevisionPath(k, top), Err: s.gapError(k, base, revs)}}
 		case n != top:
 			in.Head = &Head{Key: k, N: top, Damage: &fs.PathError{Op: "read head", Path: s.RevisionPath(k, top), Err: topDamage}}
 		case !rec.held():

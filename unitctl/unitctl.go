@@ -577,10 +577,11 @@ func (m *Manager) Attach(ctx context.Context, rec lifecycle.Recorded) (lifecycle
 }
 
 // connLost reports whether err (from a call on the connection) means the
-// connection itself ended: its end of file, or the signal connection's
-// context already done.
+// connection itself ended: its end of file, a reset or a broken pipe, or
+// the signal connection's context already done.
 func (m *Manager) connLost(err error) bool {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
 		return true
 	}
 	select {

@@ -354,6 +354,25 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 			hi = mid
 		}
 	}
+	if lo == 0 {
+		// Nothing from 1 up: a compacted key keeps its history from its
+		// base (see prune.go), which only its base pointer names.
+		base, err := b.readBase(loc)
+		if err != nil {
+			return 0, nil, err
+		}
+		if base > 1 {
+			ok, err := exists(base)
+			if err != nil {
+				return 0, nil, err
+			}
+			if ok {
+				if lo, err = climb(exists, base); err != nil {
+					return 0, nil, err
+				}
+			}
+		}
+	}
 	// The hint only decides where the next probe starts, never its answer
 	// (the probe checks the hint exists before building on it), so even a
 	// directory others can write may leave one.
@@ -412,10 +431,10 @@ func (b *Backend) List(ctx context.Context, loc storage.Loc) ([]uint64, []string
 	return revs, other, nil
 }
 
-// Census counts loc's revisions and finds the highest, without keeping
-// their names: a cold free head's listing, whose cost grows with the
-// history, is mostly this.
-func (b *Backend) Census(ctx context.Context, loc storage.Loc) (top uint64, count int, err error) {
+// census counts loc's revisions from base up and finds the highest,
+// without keeping their names: a cold free head's listing, whose cost
+// grows with the history, is mostly this.
+func (b *Backend) census(ctx context.Context, loc storage.Loc, base uint64) (top uint64, count int, err error) {
 	dir := b.dir(loc)
 	if ok, _, err := b.checkKeyDir(dir); err != nil || !ok {
 		return 0, 0, err
@@ -423,13 +442,14 @@ func (b *Backend) Census(ctx context.Context, loc storage.Loc) (top uint64, coun
 	sc, ok := b.fs.(vfs.DirScanner)
 	if !ok {
 		revs, _, err := b.List(ctx, loc)
+		revs = dropBelow(revs, base)
 		if err != nil || len(revs) == 0 {
 			return 0, 0, err
 		}
 		return revs[len(revs)-1], len(revs), nil
 	}
 	err = sc.ScanDir(dir, func(name []byte) {
-		if n, ok := storage.ParseRevisionNameBytes(name); ok {
+		if n, ok := storage.ParseRevisionNameBytes(name); ok && n >= base {
 			count++
 			top = max(top, n)
 		}
@@ -625,4 +645,38 @@ func (b *Backend) SyncWalk(ctx context.Context, heads map[storage.Loc]uint64) er
 		}
 	}
 	return nil
+}
+
+// climb returns the highest revision of a run that starts at lo (which
+// exists): galloping up in doubling steps to a missing name, then
+// bisecting, as probe does.
+func climb(exists func(uint64) (bool, error), lo uint64) (uint64, error) {
+	hi := lo + 1
+	for step := uint64(1); ; step *= 2 {
+		if hi > storage.MaxRevision {
+			hi = storage.MaxRevision + 1
+			break
+		}
+		ok, err := exists(hi)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		lo, hi = hi, hi+step
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := exists(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
 }

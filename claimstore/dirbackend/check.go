@@ -25,7 +25,7 @@ func (b *Backend) CheckLayout(ctx context.Context, report func(storage.Finding))
 	sort.Strings(names)
 	for _, name := range names {
 		switch name {
-		case string(storage.KindSeat), string(storage.KindSession), ProofDir:
+		case string(storage.KindSeat), string(storage.KindSession), ProofDir, ArchiveDir:
 			b.checkType(filepath.Join(b.root, name), true, report)
 		default:
 			report(storage.Finding{Path: filepath.Join(b.root, name), Kind: storage.FindingForeign, Severity: storage.SeverityWarning, Message: "not part of the claim root format; move it elsewhere"})
@@ -42,6 +42,10 @@ func (b *Backend) CheckLayout(ctx context.Context, report func(storage.Finding))
 		}
 		sort.Strings(names)
 		for _, name := range names {
+			if strings.HasPrefix(name, TrashPrefix) {
+				report(storage.Finding{Path: filepath.Join(dir, name), Kind: storage.FindingForeign, Severity: storage.SeverityWarning, Message: "a key directory claimctl prune removed from the root and had not finished deleting; no reader sees it; the next claimctl prune deletes it"})
+				continue
+			}
 			if !storage.IsKeyHash(name) {
 				report(storage.Finding{Path: filepath.Join(dir, name), Kind: storage.FindingForeign, Severity: storage.SeverityWarning, Message: "not a key directory (32 lowercase hex digits); move it elsewhere"})
 			}
@@ -65,10 +69,25 @@ func (b *Backend) CheckKey(ctx context.Context, loc storage.Loc, repair bool, ju
 		return
 	}
 	sort.Strings(names)
+	base, baseErr := b.readBase(loc)
 	for _, name := range names {
 		path := filepath.Join(dir, name)
-		if _, ok := storage.ParseRevisionName(name); ok {
+		if n, ok := storage.ParseRevisionName(name); ok {
 			b.checkType(path, false, report)
+			if baseErr == nil && n < base {
+				report(storage.Finding{Path: path, Kind: storage.FindingForeign, Severity: storage.SeverityWarning, Message: fmt.Sprintf("below the key's base revision %d: left by a compaction that stopped before removing it; no reader sees it; the next claimctl prune removes it", base)})
+			}
+			continue
+		}
+		switch {
+		case name == BaseName:
+			b.checkType(path, false, report)
+			if baseErr != nil {
+				report(storage.Finding{Path: path, Kind: storage.FindingDamaged, Severity: storage.SeverityError, Message: baseErr.Error()})
+			}
+			continue
+		case strings.HasPrefix(name, baseStagePrefix):
+			report(storage.Finding{Path: path, Kind: storage.FindingTemporary, Severity: storage.SeverityWarning, Message: "a base pointer a compaction was writing when it stopped; it is never read; the next claimctl prune removes it"})
 			continue
 		}
 		if !strings.HasPrefix(name, vfs.TempPrefix) {

@@ -13,6 +13,10 @@ import (
 // ProofDir is the directory under the root that holds proof files.
 const ProofDir = "proofs"
 
+// ArchiveDir is the directory under the root that holds the archive
+// segments claimctl prune writes before it removes anything.
+const ArchiveDir = "archive"
+
 // ErrNotClaimRoot is returned, wrapped in a *NotClaimRootError naming the
 // directory, when a write would make a claim root of a directory that
 // holds other things and nothing of a claim root (see NotClaimRoot): a
@@ -22,7 +26,7 @@ var ErrNotClaimRoot = errors.New("not a claim root")
 
 // rootEntries are what a claim root holds: its kind directories and its
 // proofs. lost+found is what a dedicated filesystem's root holds besides.
-var rootEntries = map[string]bool{string(storage.KindSeat): true, string(storage.KindSession): true, ProofDir: true}
+var rootEntries = map[string]bool{string(storage.KindSeat): true, string(storage.KindSession): true, ProofDir: true, ArchiveDir: true}
 
 // NotClaimRoot says whether a directory holding names (its entries) may be
 // used as a claim root: it may when it is empty (nothing claimed yet), when

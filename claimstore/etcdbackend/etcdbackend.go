@@ -387,6 +387,8 @@ type prepared struct {
 	data []byte
 	hook func(storage.Barrier) error
 	done bool
+	// guard, when set, is the revision the publish follows (PrepareOver).
+	guard *prevGuard
 }
 
 func (p *prepared) Abort() { p.done = true }
@@ -396,7 +398,7 @@ func (p *prepared) Commit(ctx context.Context) error {
 		return errors.New("etcdbackend: Commit of a prepared revision already committed or aborted")
 	}
 	p.done = true
-	if err := p.b.create(ctx, p.key, p.data); err != nil {
+	if err := p.b.createOver(ctx, p.key, p.data, p.guard); err != nil {
 		return err
 	}
 	for _, bar := range []storage.Barrier{storage.BarrierLinked, storage.BarrierDirSynced} {
@@ -472,11 +474,16 @@ func (b *Backend) rotateFence(old string) {
 // Every error of the transaction is treated as indeterminate: resolving a
 // definite failure by reading back costs a read and is never wrong.
 func (b *Backend) create(ctx context.Context, key string, data []byte) error {
+	return b.createOver(ctx, key, data, nil)
+}
+
+// createOver is create, guarded by g when it is set (see PrepareOver).
+func (b *Backend) createOver(ctx context.Context, key string, data []byte, g *prevGuard) error {
 	var cause error
 	for attempt := 0; attempt < 3; attempt++ {
 		fence := b.currentFence()
 		rctx, cancel := b.ctx(ctx)
-		resp, err := b.createTxn(rctx, key, data, fence)
+		resp, err := b.createTxn(rctx, key, data, fence, g)
 		cancel()
 		if err == nil {
 			if resp.Succeeded {
@@ -486,6 +493,9 @@ func (b *Backend) create(ctx context.Context, key string, data []byte) error {
 				// A definite answer: this transaction did not apply,
 				// and the key is another's.
 				return pathErr("publish", key, storage.ErrRevisionExists)
+			}
+			if g != nil && g.moved(resp) {
+				return pathErr("publish", key, fmt.Errorf("%w: %s is no longer the revision read", storage.ErrHeadMoved, g.key))
 			}
 			// Fenced off by a concurrent resolve of this backend: the
 			// fence was replaced; try again under the new one.
@@ -503,11 +513,17 @@ func (b *Backend) create(ctx context.Context, key string, data []byte) error {
 
 // createTxn is the publishing transaction: create key with data if it
 // was never created and the fence was never put.
-func (b *Backend) createTxn(ctx context.Context, key string, data []byte, fence string) (*clientv3.TxnResponse, error) {
-	return b.cli.Txn(ctx).If(
+func (b *Backend) createTxn(ctx context.Context, key string, data []byte, fence string, g *prevGuard) (*clientv3.TxnResponse, error) {
+	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(b.fenceKey(fence)), "=", 0),
-	).Then(clientv3.OpPut(key, string(data))).Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).Commit()
+	}
+	orElse := []clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())}
+	if g != nil {
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(g.key), "=", string(g.value)))
+		orElse = append(orElse, clientv3.OpGet(g.key))
+	}
+	return b.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(data))).Else(orElse...).Commit()
 }
 
 // resolveLost decides a transaction on key whose reply was lost (cause),

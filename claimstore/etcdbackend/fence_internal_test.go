@@ -32,7 +32,7 @@ func TestFenceStopsALateRequest(t *testing.T) {
 		t.Error("the fence was not replaced after it was put")
 	}
 	// The lost request arrives now.
-	resp, err := b.createTxn(context.Background(), key, data, fence)
+	resp, err := b.createTxn(context.Background(), key, data, fence, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,8 +193,12 @@ func (e *ReadError) Unwrap() error { return e.Err }
 // finding the highest without keeping their names, which is most of what a
 // free head's confirming listing costs on a long history. Without it, the
 // store uses List.
+//
+// base is the lowest revision the key keeps (see Compacter; 1 for a key
+// never compacted), read so that it agrees with the count: the history is
+// dense exactly when count is top-base+1.
 type Censuser interface {
-	Census(ctx context.Context, loc Loc) (top uint64, count int, err error)
+	Census(ctx context.Context, loc Loc) (top uint64, count int, base uint64, err error)
 }
 
 // OwnHeadChecker is an optional capability: telling, without reading it,
@@ -378,4 +382,86 @@ type Staged interface {
 	// Commit publishes the staged root as the destination, atomically (a
 	// reader sees nothing of it before, all of it after) and durably.
 	Commit(ctx context.Context) error
+}
+
+// ErrHeadMoved is returned by a GuardedPublisher's Commit when revision
+// n-1 of the key is no longer the one the caller read (removed by prune,
+// or removed and written again): nothing was published, and the caller
+// re-reads and re-decides, as after a lost race.
+var ErrHeadMoved = errors.New("the head this revision was to follow is no longer there")
+
+// GuardedPublisher is an optional capability, required of a backend that
+// removes keys (KeyRemover): publishing revision n only while revision n-1
+// is still exactly prev. A key removed and written again from revision 1
+// can come back to the same number with another claim in it (ABA); a
+// publish that checked only that n is free would then land in the other
+// claim's history. Without it (a backend that never removes a key), the
+// store uses Prepare.
+type GuardedPublisher interface {
+	// PrepareOver is Prepare for a revision that follows prev: its
+	// Commit publishes only while revision n-1 holds exactly prev, else it
+	// fails with an error wrapping ErrHeadMoved and publishes nothing.
+	// The check and the publication are one step as the key's remover
+	// sees them: no removal falls between them.
+	PrepareOver(ctx context.Context, loc Loc, n uint64, data, prev []byte, hook func(Barrier) error) (Prepared, error)
+}
+
+// Compacter is an optional capability: dropping the revisions of a key
+// below a base revision while keeping its numbering, so that the key
+// reads exactly as before (the same head, the same next number) and its
+// history is dense from the base up. List, Census and Head see only the
+// revisions from the base up; Read of a revision below it is absent.
+// Without it, a store never compacts (prune removes nothing of seats).
+type Compacter interface {
+	// Base returns the lowest revision loc keeps: 1 for a key never
+	// compacted (or without revisions).
+	Base(ctx context.Context, loc Loc) (uint64, error)
+	// ListFrom is List with the base it was taken against, read so that
+	// the two agree: a compaction between them is not seen as a gap.
+	ListFrom(ctx context.Context, loc Loc) (base uint64, revs []uint64, other []string, err error)
+	// Compact makes base the lowest revision loc keeps, durably, then
+	// removes the revisions below it: a crash in between leaves revisions
+	// below the base, which no reader sees and a later Compact removes.
+	// base must exist and must not be above the head; it never lowers
+	// an existing base.
+	Compact(ctx context.Context, loc Loc, base uint64) error
+}
+
+// KeyRemover is an optional capability: removing a key's whole history,
+// guarded so that it never races a writer. Without it, prune removes no
+// key (sessions are compacted, if the backend can, instead).
+type KeyRemover interface {
+	// RemoveKey removes loc's history if and only if its head is still
+	// revision n holding exactly head: else it fails with an error
+	// wrapping ErrHeadMoved and removes nothing. A publish of n+1 (or of
+	// n+1 over a tombstone) and the removal are ordered: exactly one of
+	// them takes effect. The removal is durable when RemoveKey returns.
+	RemoveKey(ctx context.Context, loc Loc, n uint64, head []byte) error
+}
+
+// RemovalMarker is an optional capability of a KeyRemover whose removal
+// is not atomic with a check of the head (a directory): before RemoveKey,
+// the store publishes a tombstone revision above the head (exclusively, as
+// any revision), which every reader of the format then reads: the
+// reference implementation as damaged (held), so that it cannot link
+// above it, this store as free and being pruned. RemoveKey's head is then
+// the tombstone. Without it, RemoveKey is called on the free head itself
+// (etcd: one transaction compares and deletes).
+type RemovalMarker interface {
+	NeedsTombstone() bool
+}
+
+// Sweeper is an optional capability of a KeyRemover: finishing what
+// removals left when they were cut short (a crash), durably. Prune calls
+// it first and last.
+type Sweeper interface {
+	Sweep(ctx context.Context) (removed int, err error)
+}
+
+// ArchiveLocator is an optional capability: where prune archives what it
+// removes when the operator names no place (a directory root's archive/).
+// Without it, prune needs an archive directory, or the explicit choice of
+// none.
+type ArchiveLocator interface {
+	ArchiveDir() string
 }

@@ -145,6 +145,15 @@ type FileStater interface {
 	Stat() (fs.FileInfo, error)
 }
 
+// Locker is an optional capability of an FS: an advisory lock on a
+// directory, shared or exclusive, that holds across processes (flock(2)
+// on Linux) and is released when the holder dies. Lock waits until the
+// lock is granted. OS has it. Without it, the directory backend's prune
+// lock holds within its process only (documented where it is used).
+type Locker interface {
+	Lock(dir string, exclusive bool) (unlock func() error, err error)
+}
+
 // TempPrefix begins the name of every named temporary file in a key
 // directory, this implementation's and the reference implementation's.
 const TempPrefix = ".tmp-"
@@ -160,6 +169,7 @@ var (
 	_ FS         = OSFS{}
 	_ DirProber  = OSFS{}
 	_ DirScanner = OSFS{}
+	_ Locker     = OSFS{}
 )
 
 func (OSFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }

@@ -165,3 +165,28 @@ func Identity(fi fs.FileInfo) FileID {
 	}
 	return FileID{Dev: uint64(st.Dev), Ino: st.Ino, Size: uint64(fi.Size()), MTime: fi.ModTime().UnixNano(), CTime: st.Ctim.Nano()}
 }
+
+// Lock implements Locker with flock(2) on the directory, opened without
+// following a final symlink. The lock belongs to the open file: a second
+// Lock in the same process waits for the first as another process would.
+func (OSFS) Lock(dir string, exclusive bool) (func() error, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open for lock", Path: dir, Err: err}
+	}
+	how := unix.LOCK_SH
+	if exclusive {
+		how = unix.LOCK_EX
+	}
+	for {
+		err = unix.Flock(fd, how)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil, &fs.PathError{Op: "flock", Path: dir, Err: err}
+	}
+	return func() error { return unix.Close(fd) }, nil
+}

@@ -21,3 +21,7 @@ func Identity(fs.FileInfo) FileID { return FileID{} }
 
 // explainCreate adds nothing off Linux.
 func explainCreate(dir string, err error) error { return err }
+
+// Lock has no flock to offer off Linux: the directory backend locks within
+// its process.
+func (OSFS) Lock(string, bool) (func() error, error) { return nil, errors.ErrUnsupported }

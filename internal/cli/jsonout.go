@@ -131,6 +131,7 @@ type logJSON struct {
 	Root      string         `json:"root"`
 	Key       keyJSON        `json:"key"`
 	Revisions []revisionJSON `json:"revisions"`
+	Archived  []revisionJSON `json:"archived,omitempty"`
 }
 
 type seatJSON struct {
@@ -258,6 +259,33 @@ type fsckJSON struct {
 	Findings     []findingJSON `json:"findings"`
 }
 
+type pruneJSON struct {
+	Root            string            `json:"root"`
+	DryRun          bool              `json:"dryRun"`
+	OlderThan       string            `json:"olderThan"`
+	Keys            int               `json:"keys"`
+	Removed         int               `json:"removed"`
+	Compacted       int               `json:"compacted"`
+	Revisions       int               `json:"revisions"`
+	Kept            int               `json:"kept"`
+	Young           int               `json:"young"`
+	Archives        []string          `json:"archives"`
+	ArchivesRemoved int               `json:"archivesRemoved"`
+	Swept           int               `json:"swept"`
+	Blocked         string            `json:"blocked,omitempty"`
+	Actions         []pruneActionJSON `json:"actions"`
+}
+
+type pruneActionJSON struct {
+	Action string  `json:"action"`
+	Kind   string  `json:"kind"`
+	Key    keyJSON `json:"key"`
+	Dir    string  `json:"dir"`
+	From   uint64  `json:"from,omitempty"`
+	To     uint64  `json:"to,omitempty"`
+	Reason string  `json:"reason,omitempty"`
+}
+
 type versionJSON struct {
 	Version string `json:"version"`
 	Commit  string `json:"commit"`
@@ -369,10 +397,11 @@ var jsonTypes = []jsonType{
 		"root":      "the claim root read",
 		"key":       "the key (a `key`)",
 		"revisions": "the revisions selected (every one without -n, --since, --until), oldest first, newest first with --reverse (each a `revision`)",
+		"archived":  "present when the root's archive holds any of the key's history: the revisions `claimctl prune` removed, in the same order (each a `revision` whose path is its archive segment); --since and --until select them too",
 	}},
 	{"revision", revisionJSON{}, "`log`; with --follow --json, each line after the first", map[string]string{
 		"revision":  "the revision number",
-		"path":      "its file",
+		"path":      "its file (an archived revision's: its archive segment)",
 		"writtenAt": "when it was written (RFC 3339 UTC; informational)",
 		"state":     "the state it records, or `damaged`",
 		"claimId":   "its claim",
@@ -487,6 +516,31 @@ var jsonTypes = []jsonType{
 		"repairable":   "whether `--repair` may act (temporaries of writers proven gone)",
 		"repaired":     "whether `--repair` did",
 		"repairFailed": "whether `--repair` tried and could not (the message says why; exit 1)",
+	}},
+	{"prune", pruneJSON{}, "`prune --json`", map[string]string{
+		"root":            "the claim root pruned",
+		"dryRun":          "whether nothing was changed (`--dry-run`)",
+		"olderThan":       "the retention time, as given",
+		"keys":            "keys walked",
+		"removed":         "keys removed whole (sessions)",
+		"compacted":       "keys compacted below a base (seats)",
+		"revisions":       "revisions removed, by both",
+		"kept":            "keys old enough but kept (each a `kept` action with its reason)",
+		"young":           "free keys not yet old enough",
+		"archives":        "the archive segments written",
+		"archivesRemoved": "archive segments removed by their retention",
+		"swept":           "key directories an earlier, interrupted prune left half removed, finished",
+		"blocked":         "why no session was removed, when none could be",
+		"actions":         "every action (each a `pruneAction`)",
+	}},
+	{"pruneAction", pruneActionJSON{}, "`prune --json`", map[string]string{
+		"action": "`removed`, `compacted` or `kept`",
+		"kind":   "`seat` or `session`",
+		"key":    "the key (a `key`)",
+		"dir":    "its directory (or key prefix)",
+		"from":   "the lowest revision removed",
+		"to":     "the highest revision removed (a compacted key keeps those above)",
+		"reason": "why a key was kept",
 	}},
 	{"version", versionJSON{}, "`version --json`", map[string]string{
 		"version": "claimctl's version",

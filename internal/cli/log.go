@@ -174,6 +174,9 @@ func (lf *logFollower) revision(n uint64) (*claimstore.Revision, error) {
 
 func (lf *logFollower) toJSON(r *claimstore.Revision) revisionJSON {
 	j := revisionJSON{Revision: r.N, Path: lf.s.RevisionPath(lf.k, r.N)}
+	if r.Segment != "" {
+		j.Path = r.Segment
+	}
 	if r.Record != nil {
 		j.WrittenAt, j.State, j.ClaimID = r.Record.WrittenAt, string(r.Record.State), r.Record.ClaimID
 		j.Proof = proofOut(r.Record.Proof)
@@ -247,13 +250,51 @@ func (lf *logFollower) history(limit int, limited, reverse bool, lo, hi time.Tim
 	for _, r := range revs {
 		out.Revisions = append(out.Revisions, lf.toJSON(r))
 	}
+	// What prune removed of the key, from the archive: shown before the
+	// live history (the key may have been claimed again since, from r1).
+	archived, err := s.Archived(lf.e.ctx, k)
+	if err != nil {
+		return fmt.Errorf("reading the archived history of %s: %w", k, err)
+	}
+	var arch []*claimstore.Revision
+	for i := range archived {
+		if inWindow(&archived[i], lo, hi) {
+			arch = append(arch, &archived[i])
+		}
+	}
+	if reverse {
+		slices.Reverse(arch)
+	}
+	for _, r := range arch {
+		out.Archived = append(out.Archived, lf.toJSON(r))
+	}
 	w := lf.e.stdout
 	if lf.c.json {
 		writeJSON(w, out)
 		return nil
 	}
 	fmt.Fprintf(w, "%s  (%s)\n", k, esc(out.Key.Dir))
+	if len(arch) > 0 {
+		fmt.Fprintf(w, "archived by claimctl prune (%d revisions):\n", len(arch))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, r := range arch {
+			if lf.full {
+				lf.printFull(w, r)
+			} else {
+				lf.printLine(tw, r)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if total > 0 {
+			fmt.Fprintln(w, "live:")
+		}
+	}
 	switch {
+	case total == 0 && len(arch) > 0:
+		fmt.Fprintln(w, "no live revisions: the key is free")
+		return nil
 	case total == 0:
 		fmt.Fprintln(w, "no revisions: the key is free")
 		return nil

@@ -180,12 +180,16 @@ type FS struct {
 	calls   int
 	stopped error
 	temps   int
+
+	lockMu sync.Mutex
+	locks  map[string]*sync.RWMutex
 }
 
 var (
 	_ vfs.FS         = (*FS)(nil)
 	_ vfs.DirProber  = (*FS)(nil)
 	_ vfs.DirScanner = (*FS)(nil)
+	_ vfs.Locker     = (*FS)(nil)
 )
 
 // New returns an empty filesystem: just "/", durable. opts may be nil.
@@ -1305,4 +1309,38 @@ func (f *FS) Files(dir string) map[string][]byte {
 	}
 	walk(i, path.Clean(dir))
 	return out
+}
+
+// Lock implements vfs.Locker as flock does between the processes that
+// share this filesystem: a reader-writer lock per directory name, held by
+// whoever called Lock until unlock. A crash does not carry locks over: the
+// filesystem a crash returns starts with none held, as a reboot does.
+func (f *FS) Lock(dir string, exclusive bool) (func() error, error) {
+	if err := f.enter("flock", dir); err != nil {
+		return nil, err
+	}
+	i, _, _, err := f.resolve(f.live, dir, false)
+	if err == nil && f.sh.get(i).kind != kDir {
+		err = syscall.ENOTDIR
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return nil, pathErr("open", dir, err)
+	}
+	f.lockMu.Lock()
+	if f.locks == nil {
+		f.locks = map[string]*sync.RWMutex{}
+	}
+	l := f.locks[dir]
+	if l == nil {
+		l = &sync.RWMutex{}
+		f.locks[dir] = l
+	}
+	f.lockMu.Unlock()
+	if exclusive {
+		l.Lock()
+		return func() error { l.Unlock(); return nil }, nil
+	}
+	l.RLock()
+	return func() error { l.RUnlock(); return nil }, nil
 }

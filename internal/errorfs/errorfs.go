@@ -28,6 +28,7 @@ const (
 	// OpLstat on that name, and a scan (vfs.DirScanner) by those of
 	// OpReadDir: they are the same questions asked more cheaply.
 	OpProbeDir   Op = "probedir"
+	OpLock       Op = "lock"
 	OpSyncDir    Op = "syncdir"
 	OpSyncFS     Op = "syncfs"
 	OpCreateTemp Op = "createtemp"
@@ -108,6 +109,7 @@ var (
 	_ vfs.FS         = (*FS)(nil)
 	_ vfs.DirProber  = (*FS)(nil)
 	_ vfs.DirScanner = (*FS)(nil)
+	_ vfs.Locker     = (*FS)(nil)
 )
 
 // Wrap returns inner with the rules applied.
@@ -298,6 +300,23 @@ func (f *FS) ScanDir(dir string, each func(name []byte)) error {
 			each(name)
 		})
 	})
+}
+
+// Lock passes through to the inner filesystem's vfs.Locker (an error
+// wrapping errors.ErrUnsupported when it has none), failing where an
+// OpLock rule says.
+func (f *FS) Lock(dir string, exclusive bool) (func() error, error) {
+	l, ok := f.inner.(vfs.Locker)
+	if !ok {
+		return nil, &fs.PathError{Op: string(OpLock), Path: dir, Err: errors.ErrUnsupported}
+	}
+	var unlock func() error
+	err := f.plain(OpLock, dir, false, func() error {
+		var err error
+		unlock, err = l.Lock(dir, exclusive)
+		return err
+	})
+	return unlock, err
 }
 
 func (f *FS) Mkdir(name string, perm fs.FileMode) error {

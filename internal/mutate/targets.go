@@ -33,7 +33,7 @@ var targets = []target{
 	{
 		File: "claimstore/dirbackend/backend.go",
 		Funcs: []string{
-			"Backend.Head", "Backend.probe", "Backend.IsOwnHead", "Backend.Census",
+			"Backend.Head", "Backend.probe", "Backend.IsOwnHead", "Backend.census", "climb",
 			"Backend.SyncWalk", "Backend.List", "Backend.checkKeyDir", "Backend.checkDir",
 			"Backend.WriteProof", "Backend.ReadProof",
 		},
@@ -53,6 +53,21 @@ var targets = []target{
 			"Backend.readFile", "checkChain", "ancestorProblem", "Backend.trustInfo",
 		},
 		Tests: dirbackendTests,
+	},
+	{
+		File: "claimstore/dirbackend/prune.go",
+		Funcs: []string{
+			"Backend.readBase", "Backend.ListFrom", "dropBelow", "Backend.Census",
+			"guarded.Commit", "Backend.Compact", "Backend.RemoveKey",
+		},
+		Tests: dirbackendTests,
+	},
+	{
+		File: "claimstore/prune.go",
+		Funcs: []string{
+			"Store.Prune", "oldEnough", "Store.compactionOf", "Store.sessionBlock", "Store.pruneBatch",
+		},
+		Tests: claimstoreTests,
 	},
 	{
 		File: "claimstore/head.go",

@@ -1,0 +1,306 @@
+package claimstore
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+)
+
+// The archive: what prune removes, kept as the audit trail it is. One
+// segment per batch of a prune run, a gzip-compressed NDJSON file named
+// <UTC time>-<random>.ndjson.gz, read-only (0400), written under a
+// temporary name, fsynced, linked to its name and its directory fsynced
+// before the first removal of its batch. Its first line is the header
+// (type "segment": version, createdAt, root, and the keys it holds with
+// the revisions of each), then one line per revision (type "revision":
+// kind, hash, revision and data, the revision's bytes as they were
+// stored).
+
+// ArchiveSegmentVersion is the version of an archive segment's format.
+const ArchiveSegmentVersion = 1
+
+const archiveSuffix = ".ndjson.gz"
+
+// ArchivedKey is a key an archive segment holds, and which of its
+// revisions.
+type ArchivedKey struct {
+	Kind     Kind            `json:"kind"`
+	Hash     string          `json:"hash"`
+	Key      json.RawMessage `json:"key"`
+	From     uint64          `json:"from"`
+	To       uint64          `json:"to"`
+	Action   string          `json:"action"`
+	Segment  string          `json:"-"`
+	Archived time.Time       `json:"-"`
+}
+
+type segmentHeader struct {
+	Type      string        `json:"type"`
+	Version   int           `json:"version"`
+	CreatedAt string        `json:"createdAt"`
+	Root      string        `json:"root"`
+	Keys      []ArchivedKey `json:"keys"`
+}
+
+type segmentRevision struct {
+	Type     string `json:"type"`
+	Kind     Kind   `json:"kind"`
+	Hash     string `json:"hash"`
+	Revision uint64 `json:"revision"`
+	Data     string `json:"data"`
+}
+
+type archiver struct {
+	dir  string
+	root string
+	now  time.Time
+}
+
+// write archives the revisions batch will remove, durably, and returns the
+// segment's path ("" when there was nothing to archive).
+func (a *archiver) write(ctx context.Context, s *Store, batch []*candidate) (string, error) {
+	if len(batch) == 0 {
+		return "", nil
+	}
+	sortCandidates(batch)
+	if err := mkdirDurable(a.dir); err != nil {
+		return "", err
+	}
+	hdr := segmentHeader{Type: "segment", Version: ArchiveSegmentVersion, CreatedAt: timestamp(a.now), Root: a.root}
+	for _, c := range batch {
+		action := string(PruneRemoved)
+		if c.base > 0 {
+			action = string(PruneCompacted)
+		}
+		hdr.Keys = append(hdr.Keys, ArchivedKey{Kind: c.in.Loc.Kind, Hash: c.in.Loc.Hash, Key: c.in.Key.JSON(), From: c.from, To: c.to, Action: action})
+	}
+	tmp, err := os.CreateTemp(a.dir, ".tmp-segment-*")
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name())
+	}()
+	bw := bufio.NewWriterSize(tmp, 1<<16)
+	zw := gzip.NewWriter(bw)
+	enc := json.NewEncoder(zw)
+	if err := enc.Encode(hdr); err != nil {
+		return "", err
+	}
+	for _, c := range batch {
+		for n := c.from; n <= c.to; n++ {
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+			data, err := s.be.Read(ctx, c.in.Loc, n)
+			if err != nil {
+				// Prune only removes keys it read whole: a revision
+				// that cannot be read now stops it before it removes.
+				return "", fmt.Errorf("archiving %s before removing it: %w", s.RevisionPath(*c.in.Key, n), err)
+			}
+			if err := enc.Encode(segmentRevision{Type: "revision", Kind: c.in.Loc.Kind, Hash: c.in.Loc.Hash, Revision: n, Data: string(data)}); err != nil {
+				return "", err
+			}
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return "", err
+	}
+	if err := bw.Flush(); err != nil {
+		return "", err
+	}
+	if err := tmp.Chmod(0o400); err != nil {
+		return "", err
+	}
+	if err := tmp.Sync(); err != nil {
+		return "", &fs.PathError{Op: "fsync", Path: tmp.Name(), Err: err}
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	name := filepath.Join(a.dir, a.now.UTC().Format("20060102T150405Z")+"-"+hex.EncodeToString(r[:])+archiveSuffix)
+	if err := os.Link(tmp.Name(), name); err != nil {
+		return "", err
+	}
+	if err := syncDir(a.dir); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// expire removes the segments created before t.
+func (a *archiver) expire(t time.Time) (int, error) {
+	names, err := segmentNames(a.dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, name := range names {
+		at, ok := segmentTime(name)
+		if !ok || !at.Before(t) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(a.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	if n > 0 {
+		return n, syncDir(a.dir)
+	}
+	return n, nil
+}
+
+func segmentNames(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), archiveSuffix) && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func segmentTime(name string) (time.Time, bool) {
+	stamp, _, ok := strings.Cut(name, "-")
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse("20060102T150405Z", stamp)
+	return t, err == nil
+}
+
+// Archived returns what the store's archive (the backend's own, see
+// storage.ArchiveLocator; none without one) holds of k's history, as
+// ArchivedRevisions.
+func (s *Store) Archived(ctx context.Context, k Key) ([]Revision, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	l, ok := s.be.(storage.ArchiveLocator)
+	if !ok {
+		return nil, nil
+	}
+	return ArchivedRevisions(l.ArchiveDir(), k)
+}
+
+// ArchivedRevisions returns what the archive in dir holds of k's history,
+// oldest first: the revisions prune removed, from every segment that has
+// them, each with the segment it came from. A segment that cannot be read
+// is an error naming it.
+func ArchivedRevisions(dir string, k Key) ([]Revision, error) {
+	names, err := segmentNames(dir)
+	if err != nil {
+		return nil, err
+	}
+	loc := k.Loc()
+	var out []Revision
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		revs, err := readSegment(path, loc, k)
+		if err != nil {
+			return nil, fmt.Errorf("reading archive segment %s: %w", path, err)
+		}
+		out = append(out, revs...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].N < out[j].N })
+	return out, nil
+}
+
+func readSegment(path string, loc Loc, k Key) ([]Revision, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(zr)
+	var hdr segmentHeader
+	if err := dec.Decode(&hdr); err != nil || hdr.Type != "segment" || hdr.Version != ArchiveSegmentVersion {
+		return nil, fmt.Errorf("not an archive segment of version %d", ArchiveSegmentVersion)
+	}
+	has := false
+	for _, ak := range hdr.Keys {
+		if ak.Kind == loc.Kind && ak.Hash == loc.Hash {
+			has = true
+		}
+	}
+	if !has {
+		return nil, nil
+	}
+	var out []Revision
+	for {
+		var r segmentRevision
+		err := dec.Decode(&r)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.Type != "revision" || r.Kind != loc.Kind || r.Hash != loc.Hash {
+			continue
+		}
+		rev := Revision{N: r.Revision, Data: []byte(r.Data), Segment: path}
+		rev.Record, rev.Damage = DecodeRecord(rev.Data, k, r.Revision)
+		if rev.Damage != nil {
+			rev.Record = nil
+		}
+		out = append(out, rev)
+	}
+}
+
+// mkdirDurable makes dir (0700) if it is missing, and its entry durable.
+func mkdirDurable(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return &fs.PathError{Op: "archive into", Path: dir, Err: errors.New("not a directory (a symlink is never followed)")}
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,454 @@
+package dirbackend
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/claimstore/vfs"
+)
+
+// Retention on a directory root (ARCHITECTURE.md, "Retention"):
+//
+//   - A key is compacted by a base pointer, the file "base" in its
+//     directory: written beside the revisions, fsynced, renamed into place,
+//     the directory fsynced, and only then the revisions below it unlinked.
+//     Readers of this backend see the history from the base up (a crash
+//     between the two steps leaves revisions below it that no reader sees
+//     and the next Compact removes); the reference implementation reads
+//     only the highest revision, which compaction never touches.
+//   - A key is removed whole by renaming its directory to a trash name in
+//     its kind directory (".pruning-<hash>-<random>", which no reader
+//     takes for a key), under the prune lock held exclusively and after
+//     checking that its head is still the tombstone the store published,
+//     and then removing the trash. The rename is atomic across a crash:
+//     the key is there whole, or gone.
+//   - The prune lock is flock(2) on the root directory. A guarded publish
+//     holds it shared from its check of the revision it follows to its
+//     link, so that no removal falls between them.
+
+// BaseName is the name of a key directory's base pointer.
+const BaseName = "base"
+
+// TrashPrefix begins the name of a key directory being removed.
+const TrashPrefix = ".pruning-"
+
+// baseStagePrefix begins the name a base pointer is written under before it
+// is renamed into place.
+const baseStagePrefix = ".base-"
+
+// BaseKind is the kind member of a base pointer.
+const BaseKind = "claimstore-base"
+
+// basePointer is what the base file holds.
+type basePointer struct {
+	Version   int    `json:"version"`
+	Kind      string `json:"kind"`
+	Key       string `json:"key"` // the key's location, kind/hash
+	Base      uint64 `json:"base"`
+	WrittenAt string `json:"writtenAt"`
+}
+
+var (
+	_ storage.Compacter        = (*Backend)(nil)
+	_ storage.KeyRemover       = (*Backend)(nil)
+	_ storage.RemovalMarker    = (*Backend)(nil)
+	_ storage.GuardedPublisher = (*Backend)(nil)
+	_ storage.Sweeper          = (*Backend)(nil)
+)
+
+// readBase returns the base of the key directory dir (1 when it has no
+// base pointer). A base pointer that cannot be read or does not check is
+// an error naming it: the key then reads as held, since what is below the
+// base is unknown.
+func (b *Backend) readBase(loc storage.Loc) (uint64, error) {
+	path := filepath.Join(b.dir(loc), BaseName)
+	data, err := b.readFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var p basePointer
+	if err := json.Unmarshal(data, &p); err != nil || p.Version != 1 || p.Kind != BaseKind || p.Key != loc.String() || p.Base < 1 || p.Base > storage.MaxRevision {
+		return 0, &fs.PathError{Op: "read base pointer", Path: path, Err: &storage.DamageError{Reason: fmt.Sprintf("not a base pointer of %s (version 1, kind %q, a base from 1 to %d); the key reads as held; run claimctl fsck", loc, BaseKind, storage.MaxRevision)}}
+	}
+	return p.Base, nil
+}
+
+// Base implements storage.Compacter.
+func (b *Backend) Base(ctx context.Context, loc storage.Loc) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if ok, _, err := b.checkKeyDir(b.dir(loc)); err != nil || !ok {
+		return 1, err
+	}
+	return b.readBase(loc)
+}
+
+// ListFrom implements storage.Compacter: List from the base up, with the
+// base read before and after the listing so that a compaction between
+// them is listed again rather than seen as a gap.
+func (b *Backend) ListFrom(ctx context.Context, loc storage.Loc) (uint64, []uint64, []string, error) {
+	for attempt := 0; ; attempt++ {
+		before, err := b.Base(ctx, loc)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		revs, other, err := b.List(ctx, loc)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		after, err := b.Base(ctx, loc)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if before != after && attempt < 3 {
+			continue
+		}
+		return after, dropBelow(revs, after), dropNames(other), nil
+	}
+}
+
+// dropBelow returns revs (ascending) without those below base.
+func dropBelow(revs []uint64, base uint64) []uint64 {
+	i := 0
+	for i < len(revs) && revs[i] < base {
+		i++
+	}
+	return revs[i:]
+}
+
+// dropNames returns other without the names of the format's retention: the
+// base pointer is part of the key, not a foreign file.
+func dropNames(other []string) []string {
+	out := other[:0]
+	for _, name := range other {
+		if name != BaseName {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// Census implements storage.Censuser: counting the revisions from the base
+// up, with the base read around the scan as ListFrom does.
+func (b *Backend) Census(ctx context.Context, loc storage.Loc) (top uint64, count int, base uint64, err error) {
+	for attempt := 0; ; attempt++ {
+		before, err := b.Base(ctx, loc)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		top, count, err = b.census(ctx, loc, before)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		after, err := b.Base(ctx, loc)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if before == after || attempt >= 3 {
+			return top, count, after, nil
+		}
+	}
+}
+
+// lockPrune takes the prune lock (see the comment at the top of this
+// file): flock on the root where the filesystem has it, else a lock of
+// this process, which orders this process's removals and publishes only.
+func (b *Backend) lockPrune(exclusive bool) (func(), error) {
+	if l, ok := b.fs.(vfs.Locker); ok {
+		unlock, err := l.Lock(b.root, exclusive)
+		if err == nil {
+			return func() { _ = unlock() }, nil
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return nil, err
+		}
+	}
+	l := processLock(b.root)
+	if exclusive {
+		l.Lock()
+		return l.Unlock, nil
+	}
+	l.RLock()
+	return l.RUnlock, nil
+}
+
+var (
+	processLocksMu sync.Mutex
+	processLocks   = map[string]*sync.RWMutex{}
+)
+
+func processLock(root string) *sync.RWMutex {
+	processLocksMu.Lock()
+	defer processLocksMu.Unlock()
+	l := processLocks[root]
+	if l == nil {
+		l = &sync.RWMutex{}
+		processLocks[root] = l
+	}
+	return l
+}
+
+// PrepareOver implements storage.GuardedPublisher: Prepare, and a Commit
+// that, holding the prune lock shared, links only while revision n-1 is
+// still prev.
+func (b *Backend) PrepareOver(ctx context.Context, loc storage.Loc, n uint64, data, prev []byte, hook func(storage.Barrier) error) (storage.Prepared, error) {
+	p, err := b.Prepare(ctx, loc, n, data, hook)
+	if err != nil {
+		return nil, err
+	}
+	if n == 1 {
+		return p, nil
+	}
+	return &guarded{prepared: p.(*prepared), prev: bytes.Clone(prev)}, nil
+}
+
+type guarded struct {
+	*prepared
+	prev []byte
+}
+
+func (g *guarded) Commit(ctx context.Context) error {
+	if g.done {
+		return g.prepared.Commit(ctx)
+	}
+	unlock, err := g.b.lockPrune(false)
+	if err != nil {
+		g.Abort()
+		return err
+	}
+	defer unlock()
+	prevPath := filepath.Join(g.dir, storage.RevisionName(g.n-1))
+	got, err := g.b.readFile(prevPath)
+	if err != nil || !bytes.Equal(got, g.prev) {
+		g.Abort()
+		why := "it holds another revision"
+		if err != nil {
+			why = err.Error()
+		}
+		return &fs.PathError{Op: "publish", Path: g.name, Err: fmt.Errorf("%w: revision %d was read as the head, and now %s", storage.ErrHeadMoved, g.n-1, why)}
+	}
+	return g.prepared.Commit(ctx)
+}
+
+// NeedsTombstone implements storage.RemovalMarker: a directory's removal
+// cannot compare the head and remove in one step for the reference
+// implementation, which takes no lock.
+func (b *Backend) NeedsTombstone() bool { return true }
+
+// Compact implements storage.Compacter.
+func (b *Backend) Compact(ctx context.Context, loc storage.Loc, base uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := b.checkFailed(); err != nil {
+		return err
+	}
+	dir := b.dir(loc)
+	if ok, distrust, err := b.checkKeyDir(dir); err != nil || distrust != nil || !ok {
+		if err == nil && distrust != nil {
+			err = distrust
+		}
+		if err == nil {
+			err = &fs.PathError{Op: "compact", Path: dir, Err: fs.ErrNotExist}
+		}
+		return err
+	}
+	// Under the lock, no other prune moves the base: a base read and then
+	// lowered by a second compaction would expose a gap.
+	unlock, err := b.lockPrune(true)
+	if err != nil {
+		return err
+	}
+	cur, err := b.readBase(loc)
+	if err != nil {
+		unlock()
+		return err
+	}
+	if base > cur {
+		if _, err := b.fs.Lstat(filepath.Join(dir, storage.RevisionName(base))); err != nil {
+			unlock()
+			return &fs.PathError{Op: "compact", Path: filepath.Join(dir, storage.RevisionName(base)), Err: err}
+		}
+		if err := b.writeBase(loc, base); err != nil {
+			unlock()
+			return err
+		}
+		cur = base
+	}
+	unlock()
+	// The base is durable: what is below it is unseen, and removing it
+	// races nothing (no writer publishes below a head).
+	names, err := b.fs.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	removed := 0
+	for _, name := range names {
+		n, ok := storage.ParseRevisionName(name)
+		stale := strings.HasPrefix(name, baseStagePrefix)
+		if !(ok && n < cur) && !stale {
+			continue
+		}
+		if err := b.fs.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		removed++
+	}
+	if removed > 0 {
+		if err := b.sync(func() error { return b.fs.SyncDir(dir) }); err != nil {
+			return &fs.PathError{Op: "fsync", Path: dir, Err: err}
+		}
+	}
+	return nil
+}
+
+// writeBase makes base loc's base pointer, durably: written under a stage
+// name, fsynced, renamed over the pointer, the directory fsynced.
+func (b *Backend) writeBase(loc storage.Loc, base uint64) error {
+	dir := b.dir(loc)
+	data, err := json.Marshal(basePointer{Version: 1, Kind: BaseKind, Key: loc.String(), Base: base, WrittenAt: time.Now().UTC().Format("2006-01-02T15:04:05.000Z")})
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	t, err := b.fs.CreateTemp(dir, 0o400)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	if n, err := t.Write(data); err != nil || n != len(data) {
+		if err == nil {
+			err = fmt.Errorf("short write")
+		}
+		return &fs.PathError{Op: "write base pointer", Path: filepath.Join(dir, BaseName), Err: err}
+	}
+	if err := b.sync(t.Sync); err != nil {
+		return &fs.PathError{Op: "fsync base pointer", Path: filepath.Join(dir, BaseName), Err: err}
+	}
+	stage := filepath.Join(dir, baseStagePrefix+randomHex())
+	if err := t.Link(stage); err != nil {
+		return err
+	}
+	if err := b.fs.Rename(stage, filepath.Join(dir, BaseName)); err != nil {
+		_ = b.fs.Remove(stage)
+		return err
+	}
+	if err := b.sync(func() error { return b.fs.SyncDir(dir) }); err != nil {
+		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
+	}
+	return nil
+}
+
+func randomHex() string {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	return hex.EncodeToString(r[:])
+}
+
+// RemoveKey implements storage.KeyRemover: under the prune lock held
+// exclusively, it checks that loc's head is still revision n holding
+// exactly head (the store's tombstone), renames the key directory to a
+// trash name, fsyncs the kind directory, and then removes the trash.
+func (b *Backend) RemoveKey(ctx context.Context, loc storage.Loc, n uint64, head []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := b.checkFailed(); err != nil {
+		return err
+	}
+	dir := b.dir(loc)
+	kind := filepath.Dir(dir)
+	unlock, err := b.lockPrune(true)
+	if err != nil {
+		return err
+	}
+	top, distrust, err := b.probe(loc)
+	if err == nil && distrust != nil {
+		err = distrust
+	}
+	if err != nil {
+		unlock()
+		return err
+	}
+	if top != n {
+		unlock()
+		return &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: the head is revision %d, not %d", storage.ErrHeadMoved, top, n)}
+	}
+	got, err := b.readFile(filepath.Join(dir, storage.RevisionName(n)))
+	if err != nil || !bytes.Equal(got, head) {
+		unlock()
+		return &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: revision %d is not the one read", storage.ErrHeadMoved, n)}
+	}
+	trash := filepath.Join(kind, TrashPrefix+loc.Hash+"-"+randomHex())
+	if err := b.fs.Rename(dir, trash); err != nil {
+		unlock()
+		return err
+	}
+	b.forget(loc)
+	err = b.sync(func() error { return b.fs.SyncDir(kind) })
+	unlock()
+	if err != nil {
+		return &fs.PathError{Op: "fsync", Path: kind, Err: err}
+	}
+	// The key is gone, durably; trash that cannot be removed now is the
+	// next Sweep's.
+	_ = b.removeTree(trash)
+	return nil
+}
+
+// forget drops what this backend remembers of a key it removed.
+func (b *Backend) forget(loc storage.Loc) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.hints, loc)
+	delete(b.synced, loc)
+	delete(b.linked, loc)
+	delete(b.durable, b.dir(loc))
+}
+
+// Sweep implements storage.Sweeper: it removes the trash that removals cut
+// short left in the kind directories.
+func (b *Backend) Sweep(ctx context.Context) (int, error) {
+	removed := 0
+	for _, kind := range []storage.Kind{storage.KindSeat, storage.KindSession} {
+		dir := filepath.Join(b.root, string(kind))
+		if ok, distrust, err := b.checkDir(dir); err != nil || !ok || distrust != nil {
+			continue
+		}
+		names, err := b.fs.ReadDir(dir)
+		if err != nil {
+			return removed, err
+		}
+		for _, name := range names {
+			if !strings.HasPrefix(name, TrashPrefix) {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return removed, err
+			}
+			if err := b.removeTree(filepath.Join(dir, name)); err != nil {
+				return removed, err
+			}
+			removed++
+		}
+	}
+	return removed, nil
+}
+
+// ArchiveDir implements storage.ArchiveLocator: the root's archive/.
+func (b *Backend) ArchiveDir() string { return filepath.Join(b.root, ArchiveDir) }

@@ -1,0 +1,552 @@
+package claimstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/hostid"
+)
+
+// Retention (ARCHITECTURE.md, "Retention: prune"). A root lives for years;
+// prune removes what has long been free, and nothing a decision could
+// still rest on:
+//
+//   - A session key whose head has been free for the retention time is
+//     removed whole: archived, then (on a backend that needs one) a
+//     tombstone published above its head exclusively, then — once every
+//     seat has been read again, so that no acquire that had taken its seat
+//     before the tombstone can still be about to link — removed by the
+//     backend's guarded removal, which fails if the head moved.
+//   - A seat is never removed: its numbers are fencing tokens. Its history
+//     below its newest free revision older than the retention time is
+//     compacted (storage.Compacter): the key reads as before, from a base.
+//   - Never touched: a held key, a key whose pair is held, a key sharing a
+//     held key's claim, a key that cannot be read whole (damaged, gapped,
+//     unreadable: fsck's to report), anything dated within the retention
+//     time or in the future. Exclusion never depends on a date: dates only
+//     choose among keys that are free.
+
+// DefaultRetention is how long a key's head must have been free before
+// prune removes its history, when PruneOptions.OlderThan is not set.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// DefaultArchiveRetention is how long prune keeps archive segments, when
+// PruneOptions.ArchiveOlderThan is not set.
+const DefaultArchiveRetention = 365 * 24 * time.Hour
+
+// pruneBatch is how many keys one archive segment covers: a segment is
+// made durable before the first removal of its batch.
+const pruneBatch = 10000
+
+// PruneOptions configure Prune. A nil *PruneOptions means the defaults.
+type PruneOptions struct {
+	// OlderThan is the retention time: only history whose free head was
+	// written longer ago than this is removed. Default DefaultRetention.
+	OlderThan time.Duration
+	// DryRun reports what would be removed and removes nothing.
+	DryRun bool
+	// NoArchive removes without archiving: the operator keeps no audit
+	// trail of what is removed.
+	NoArchive bool
+	// ArchiveDir is where archive segments are written: by default the
+	// backend's (storage.ArchiveLocator; a directory root's archive/). A
+	// backend without one (etcd) needs it, or NoArchive.
+	ArchiveDir string
+	// ArchiveOlderThan is how long archive segments are kept; older ones
+	// are removed. Default DefaultArchiveRetention; negative keeps all.
+	ArchiveOlderThan time.Duration
+	// Progress, if set, is called as keys are read and as they are pruned.
+	Progress func(phase string, done, total int)
+	// Each, if set, is called with every action, as it is taken (or, in a
+	// dry run, decided).
+	Each func(PruneAction)
+}
+
+// PruneActionKind says what prune did to a key.
+type PruneActionKind string
+
+const (
+	// PruneRemoved: the key's whole history was removed.
+	PruneRemoved PruneActionKind = "removed"
+	// PruneCompacted: the key's revisions below Base were removed.
+	PruneCompacted PruneActionKind = "compacted"
+	// PruneKept: the key was eligible by age but is kept (Reason).
+	PruneKept PruneActionKind = "kept"
+)
+
+// PruneAction is one thing prune did, or would do.
+type PruneAction struct {
+	Action PruneActionKind `json:"action"`
+	Key    Key             `json:"-"`
+	Loc    Loc             `json:"-"`
+	// From and To are the revisions removed (inclusive); for a compaction
+	// the key keeps To+1 and above.
+	From uint64 `json:"from,omitempty"`
+	To   uint64 `json:"to,omitempty"`
+	// Reason says why a key was kept.
+	Reason string `json:"reason,omitempty"`
+}
+
+// PruneReport is what Prune did.
+type PruneReport struct {
+	DryRun    bool `json:"dryRun"`
+	Keys      int  `json:"keys"`      // keys walked
+	Removed   int  `json:"removed"`   // keys removed whole
+	Compacted int  `json:"compacted"` // keys compacted
+	Revisions int  `json:"revisions"` // revisions removed, by both
+	Kept      int  `json:"kept"`      // keys old enough but kept (see Each)
+	// Young counts the free keys not yet old enough.
+	Young int `json:"young"`
+	// Archives are the segments written; ArchivesRemoved counts those
+	// removed by their retention.
+	Archives        []string `json:"archives"`
+	ArchivesRemoved int      `json:"archivesRemoved"`
+	// Swept counts what earlier prunes left half removed and this one
+	// finished.
+	Swept int `json:"swept"`
+	// Blocked, when set, says why no session key was removed.
+	Blocked string `json:"blocked,omitempty"`
+}
+
+// candidate is a key prune may act on.
+type candidate struct {
+	in   *KeyInfo
+	base uint64 // compaction: the new base; removal: 0
+	from uint64 // the lowest revision it removes
+	to   uint64 // the highest
+	// tomb is the tombstone this prune published (or found) as the head,
+	// and its bytes.
+	tombN    uint64
+	tombData []byte
+}
+
+// Prune removes the history of keys that have been free for longer than
+// the retention time (see the comment at the top of this file), archiving
+// it first unless opts.NoArchive. It never races an acquirer: each removal
+// is guarded by the backend (storage.KeyRemover), and a key written to
+// since it was read is kept. Errors stop it where it is: what was removed
+// is archived and durable, and running it again goes on.
+func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, error) {
+	if opts == nil {
+		opts = &PruneOptions{}
+	}
+	retention := opts.OlderThan
+	if retention <= 0 {
+		retention = DefaultRetention
+	}
+	now := s.now()
+	cutoff := now.Add(-retention)
+	rep := &PruneReport{DryRun: opts.DryRun}
+	each := func(a PruneAction) {
+		if opts.Each != nil {
+			opts.Each(a)
+		}
+	}
+	var arch *archiver
+	if !opts.NoArchive {
+		dir := opts.ArchiveDir
+		if dir == "" {
+			if l, ok := s.be.(storage.ArchiveLocator); ok {
+				dir = l.ArchiveDir()
+			}
+		}
+		if dir == "" {
+			return nil, fmt.Errorf("%w: %s keeps no archive of its own; give an archive directory (--archive-dir) or choose to keep none (--no-archive)", ErrNoArchive, s.Root())
+		}
+		arch = &archiver{dir: dir, root: s.Root(), now: now}
+	}
+	remover, canRemove := s.be.(storage.KeyRemover)
+	compacter, canCompact := s.be.(storage.Compacter)
+	if !opts.DryRun {
+		if sw, ok := s.be.(storage.Sweeper); ok {
+			n, err := sw.Sweep(ctx)
+			rep.Swept += n
+			if err != nil {
+				return rep, err
+			}
+		}
+	}
+	w, err := s.Walk(ctx, &WalkOptions{KeepIdle: true, Progress: func(done, total int) {
+		if opts.Progress != nil {
+			opts.Progress("read", done, total)
+		}
+	}})
+	if err != nil {
+		return rep, err
+	}
+	rep.Keys = w.Keys
+
+	// The free keys a walk found: idle keys, and both keys of a pair that
+	// is free. A key of a pair with a held key is never a candidate.
+	var free []*KeyInfo
+	heldClaims := map[string]bool{}
+	for _, p := range w.Pairs {
+		if p.SeatInfo.Held() || p.SessionInfo.Held() {
+			heldClaims[p.SeatInfo.ClaimID] = true
+			heldClaims[p.SessionInfo.ClaimID] = true
+			continue
+		}
+		free = append(free, p.SeatInfo, p.SessionInfo)
+	}
+	for _, o := range w.Orphans {
+		if o.Info.ClaimID != "" {
+			heldClaims[o.Info.ClaimID] = true
+		}
+	}
+	free = append(free, w.IdleKeys...)
+
+	var sessions, seats []*candidate
+	for _, in := range free {
+		if in.Key == nil || in.Head == nil || in.Head.Record == nil || in.Top == 0 {
+			continue // no history, or nothing readable to judge it by
+		}
+		h := in.Head
+		kept := func(why string) {
+			rep.Kept++
+			each(PruneAction{Action: PruneKept, Key: *in.Key, Loc: in.Loc, Reason: why})
+		}
+		if heldClaims[in.ClaimID] {
+			kept("it names claim " + in.ClaimID + ", which another key still holds")
+			continue
+		}
+		old, why := oldEnough(h.Record, cutoff, now)
+		if in.Loc.Kind == KindSession {
+			if !old && !h.Record.Tombstone {
+				if why != "" {
+					kept(why)
+				} else {
+					rep.Young++
+				}
+				continue
+			}
+			if !canRemove {
+				kept("the backend cannot remove a key")
+				continue
+			}
+			sessions = append(sessions, &candidate{in: in, from: 1, to: h.N})
+			continue
+		}
+		if !canCompact {
+			continue
+		}
+		c, why, err := s.compactionOf(ctx, compacter, in, cutoff, now)
+		if err != nil {
+			return rep, err
+		}
+		switch {
+		case c != nil:
+			seats = append(seats, c)
+		case why != "":
+			kept(why)
+		default:
+			rep.Young++
+		}
+	}
+	if len(sessions) > 0 {
+		if block, err := s.sessionBlock(ctx, w, nil); err != nil {
+			return rep, err
+		} else if block != "" {
+			rep.Blocked = block
+			for _, c := range sessions {
+				rep.Kept++
+				each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: block})
+			}
+			sessions = nil
+		}
+	}
+	if opts.DryRun {
+		for _, c := range append(sessions, seats...) {
+			s.reportDone(rep, c, each)
+		}
+		return rep, nil
+	}
+
+	all := append(sessions, seats...)
+	total := len(all)
+	done := 0
+	for start := 0; start < len(all); start += pruneBatch {
+		batch := all[start:min(start+pruneBatch, len(all))]
+		if arch != nil {
+			name, err := arch.write(ctx, s, batch)
+			if err != nil {
+				return rep, err
+			}
+			if name != "" {
+				rep.Archives = append(rep.Archives, name)
+			}
+		}
+		if err := s.pruneBatch(ctx, w, batch, remover, compacter, rep, each); err != nil {
+			return rep, err
+		}
+		done += len(batch)
+		if opts.Progress != nil {
+			opts.Progress("prune", done, total)
+		}
+	}
+	if sw, ok := s.be.(storage.Sweeper); ok {
+		n, err := sw.Sweep(ctx)
+		rep.Swept += n
+		if err != nil {
+			return rep, err
+		}
+	}
+	if arch != nil && opts.ArchiveOlderThan >= 0 {
+		keep := opts.ArchiveOlderThan
+		if keep == 0 {
+			keep = DefaultArchiveRetention
+		}
+		n, err := arch.expire(now.Add(-keep))
+		rep.ArchivesRemoved = n
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// ErrNoArchive is returned by Prune when it has nowhere to archive what it
+// would remove and was not told to keep no archive.
+var ErrNoArchive = errors.New("no archive directory")
+
+// oldEnough says whether a free head was written before cutoff: its
+// writtenAt, which the writer's clock gave. A head without a readable date
+// or dated after now (a clock that jumped) is not old, with why.
+func oldEnough(rec *Record, cutoff, now time.Time) (bool, string) {
+	t, err := time.Parse(time.RFC3339Nano, rec.WrittenAt)
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("its head has no date prune can read (writtenAt %q)", rec.WrittenAt)
+	case t.After(now):
+		return false, fmt.Sprintf("its head is dated %s, in the future (a clock that jumped); it is kept until that date has passed", rec.WrittenAt)
+	}
+	return t.Before(cutoff), ""
+}
+
+// compactionOf finds how far a free seat may be compacted: below its
+// newest free revision written before cutoff. The seat's dates rise with
+// its revisions (every writer stamps its own clock), so the search is a
+// bisection; a clock that jumped only moves where the base falls, and
+// every revision above the base is kept whatever its date.
+func (s *Store) compactionOf(ctx context.Context, cp storage.Compacter, in *KeyInfo, cutoff, now time.Time) (*candidate, string, error) {
+	k := *in.Key
+	base, err := cp.Base(ctx, in.Loc)
+	if err != nil {
+		return nil, "", err
+	}
+	h := in.Head
+	if old, why := oldEnough(h.Record, cutoff, now); why != "" {
+		return nil, why, nil
+	} else if old {
+		if h.N <= base {
+			return nil, "", nil
+		}
+		return &candidate{in: in, base: h.N, from: base, to: h.N - 1}, "", nil
+	}
+	// The newest revision written before cutoff, by bisection over
+	// base..h.N-1 (h.N itself is young).
+	lo, hi := base, h.N // lo: unknown-or-old; hi: young
+	dated := func(n uint64) (time.Time, *Record, bool) {
+		data, err := s.be.Read(ctx, in.Loc, n)
+		if err != nil {
+			return time.Time{}, nil, false
+		}
+		rec, err := DecodeRecord(data, k, n)
+		if err != nil {
+			return time.Time{}, nil, false
+		}
+		t, err := time.Parse(time.RFC3339Nano, rec.WrittenAt)
+		return t, rec, err == nil
+	}
+	if t, _, ok := dated(lo); !ok || !t.Before(cutoff) {
+		return nil, "", nil
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		t, _, ok := dated(mid)
+		if !ok {
+			return nil, fmt.Sprintf("revision %d cannot be read or dated; run claimctl fsck", mid), nil
+		}
+		if t.Before(cutoff) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	// Down from there to a free revision: the base must be one, so that
+	// every claim above it is kept whole.
+	for n := lo; n > base && n+16 > lo; n-- {
+		_, rec, ok := dated(n)
+		if ok && !rec.held() {
+			return &candidate{in: in, base: n, from: base, to: n - 1}, "", nil
+		}
+	}
+	return nil, "", nil
+}
+
+// sessionBlock says why no session may be removed now, or "": an acquire
+// that has published its seat revision and not yet its session revision
+// may be about to link above any session's head, and a record without a
+// pair member (the reference implementation's) does not say which. Such a
+// seat blocks every session's removal until its owner is proven gone or
+// its acquire completes. A seat whose record names its pair protects that
+// session only (protect, when not nil, gets it).
+func (s *Store) sessionBlock(ctx context.Context, w *Walk, protect map[Loc]bool) (string, error) {
+	heldSessions := map[string]bool{}
+	for _, p := range w.Pairs {
+		if p.SessionInfo.Held() && p.SessionInfo.ClaimID != "" {
+			heldSessions[p.SessionInfo.ClaimID] = true
+		}
+	}
+	locs, err := s.be.Locs(ctx, KindSeat)
+	if err != nil {
+		return "", err
+	}
+	for _, loc := range locs {
+		n, data, err := s.be.Head(ctx, loc)
+		if err != nil || n == 0 {
+			continue // damaged or unreadable: not an acquire in flight
+		}
+		k, ok := keyOf(data, loc)
+		if !ok {
+			continue
+		}
+		rec, err := DecodeRecord(data, k, n)
+		if err != nil || !rec.held() {
+			continue
+		}
+		if p := pairOf(rec); p != nil {
+			if protect != nil {
+				protect[p[1].Loc()] = true
+			}
+			continue
+		}
+		if heldSessions[rec.ClaimID] {
+			continue
+		}
+		if state, _ := s.JudgeOwner(rec); state == hostid.Gone {
+			continue
+		}
+		return fmt.Sprintf("%s is held by claim %s, whose record names no session (the reference implementation's) and no session holds: an acquire may be between its two keys; no session is removed until it completes or its owner is gone (claimctl classify)", k, rec.ClaimID), nil
+	}
+	return "", nil
+}
+
+// pruneBatch removes and compacts one batch, archived already.
+func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, remover storage.KeyRemover, compacter storage.Compacter, rep *PruneReport, each func(PruneAction)) error {
+	marker, _ := s.be.(storage.RemovalMarker)
+	tombs := marker != nil && marker.NeedsTombstone()
+	var removals []*candidate
+	for _, c := range batch {
+		if c.base > 0 {
+			if err := compacter.Compact(ctx, c.in.Loc, c.base); err != nil {
+				return err
+			}
+			s.reportDone(rep, c, each)
+			continue
+		}
+		h := c.in.Head
+		c.tombN, c.tombData = h.N, h.raw
+		if tombs && !h.Record.Tombstone {
+			n, data, won, err := s.publishTombstone(ctx, h)
+			if err != nil {
+				return err
+			}
+			if !won {
+				rep.Kept++
+				each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "written to since it was read"})
+				continue
+			}
+			c.tombN, c.tombData, c.to = n, data, n
+		}
+		removals = append(removals, c)
+	}
+	if len(removals) == 0 {
+		return nil
+	}
+	// Every seat read again, after the tombstones: an acquire whose seat
+	// revision is not seen here reads its session after its tombstone.
+	protect := map[Loc]bool{}
+	block, err := s.sessionBlock(ctx, w, protect)
+	if err != nil {
+		return err
+	}
+	for _, c := range removals {
+		why := block
+		if protect[c.in.Loc] {
+			why = "a seat's acquire names it and has not yet published on it"
+		}
+		if why != "" {
+			if block != "" {
+				rep.Blocked = block
+			}
+			rep.Kept++
+			each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: why})
+			continue
+		}
+		err := remover.RemoveKey(ctx, c.in.Loc, c.tombN, c.tombData)
+		if errors.Is(err, storage.ErrHeadMoved) {
+			rep.Kept++
+			each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "written to since it was read"})
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		delete(s.listed, c.in.Loc)
+		delete(s.own, c.in.Loc)
+		s.mu.Unlock()
+		s.reportDone(rep, c, each)
+	}
+	return nil
+}
+
+// reportDone counts and reports a removal or compaction.
+func (s *Store) reportDone(rep *PruneReport, c *candidate, each func(PruneAction)) {
+	a := PruneAction{Key: *c.in.Key, Loc: c.in.Loc, From: c.from, To: c.to}
+	if c.base > 0 {
+		a.Action = PruneCompacted
+		rep.Compacted++
+	} else {
+		a.Action = PruneRemoved
+		rep.Removed++
+	}
+	rep.Revisions += int(c.to - c.from + 1)
+	each(a)
+}
+
+// publishTombstone publishes a tombstone above h, a free head: its claim
+// and members, stopped with a pruned proof (see TombstoneKind). won is
+// false when another writer had the number.
+func (s *Store) publishTombstone(ctx context.Context, h *Head) (n uint64, data []byte, won bool, err error) {
+	t := h.Record.clone()
+	t.Tombstone = true
+	t.State = Stopped
+	t.Proof = NewProof(ProofPruned, "")
+	t.Fields.Set("pruned", prunedJSON(h.N, timestamp(s.now())))
+	pr := &preparing{done: make(chan struct{}), prev: h.raw}
+	s.prepareInto(ctx, pr, h.Key, h.N+1, t)
+	close(pr.done)
+	won, _, err = pr.commit(ctx)
+	return h.N + 1, pr.data, won, err
+}
+
+// prunedJSON is a tombstone's "pruned" member: the free head it was
+// published above, and when.
+func prunedJSON(above uint64, at string) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Above uint64 `json:"above"`
+		At    string `json:"at"`
+	}{above, at})
+	return b
+}
+
+// sortCandidates orders candidates by kind and hash, for a stable archive.
+func sortCandidates(cs []*candidate) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].in.Loc.String() < cs[j].in.Loc.String() })
+}
