@@ -443,6 +443,9 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, rem
 	var removals []*candidate
 	for _, c := range batch {
 		if c.base > 0 {
+			if err := s.pause(Point{Barrier: BarrierBeforeRemove, Key: *c.in.Key, Revision: c.in.Head.N, ClaimID: c.in.ClaimID}); err != nil {
+				return err
+			}
 			if err := compacter.Compact(ctx, c.in.Loc, c.base); err != nil {
 				return err
 			}
@@ -468,6 +471,9 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, rem
 	if len(removals) == 0 {
 		return nil
 	}
+	if err := s.pause(Point{Barrier: BarrierTombstoned}); err != nil {
+		return err
+	}
 	// Every seat read again, after the tombstones: an acquire whose seat
 	// revision is not seen here reads its session after its tombstone.
 	protect := map[Loc]bool{}
@@ -487,6 +493,9 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, rem
 			rep.Kept++
 			each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: why})
 			continue
+		}
+		if err := s.pause(Point{Barrier: BarrierBeforeRemove, Key: *c.in.Key, Revision: c.tombN, ClaimID: c.in.ClaimID}); err != nil {
+			return err
 		}
 		err := remover.RemoveKey(ctx, c.in.Loc, c.tombN, c.tombData)
 		if errors.Is(err, storage.ErrHeadMoved) {

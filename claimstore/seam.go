@@ -28,6 +28,15 @@ const (
 // Barriers lists the barrier points in the order an operation meets them.
 var Barriers = storage.Barriers
 
+// Prune's own barrier points, met besides those of the tombstones it
+// publishes: after its tombstones, before it reads every seat again
+// (Point names no key); and before each removal or compaction (Point names
+// the key and its head).
+const (
+	BarrierTombstoned   Barrier = "tombstoned"
+	BarrierBeforeRemove Barrier = "before-remove"
+)
+
 // Loc returns where k's history lives.
 func (k Key) Loc() Loc { return Loc{Kind: k.Kind, Hash: k.Hash()} }
 

@@ -226,15 +226,18 @@ func (g *guarded) Commit(ctx context.Context) error {
 	if g.done {
 		return g.prepared.Commit(ctx)
 	}
+	// The lock covers the check and the link, nothing more: the barriers
+	// and fsyncs after the link need no exclusion from a removal, which
+	// checks the head under the lock and now sees this revision.
 	unlock, err := g.b.lockPrune(false)
 	if err != nil {
 		g.Abort()
 		return err
 	}
-	defer unlock()
 	prevPath := filepath.Join(g.dir, storage.RevisionName(g.n-1))
 	got, err := g.b.readFile(prevPath)
 	if err != nil || !bytes.Equal(got, g.prev) {
+		unlock()
 		g.Abort()
 		why := "it holds another revision"
 		if err != nil {
@@ -242,7 +245,12 @@ func (g *guarded) Commit(ctx context.Context) error {
 		}
 		return &fs.PathError{Op: "publish", Path: g.name, Err: fmt.Errorf("%w: revision %d was read as the head, and now %s", storage.ErrHeadMoved, g.n-1, why)}
 	}
-	return g.prepared.Commit(ctx)
+	err = g.link(ctx)
+	unlock()
+	if err != nil {
+		return err
+	}
+	return g.finish()
 }
 
 // NeedsTombstone implements storage.RemovalMarker: a directory's removal

@@ -287,6 +287,15 @@ func (p *prepared) Abort() {
 }
 
 func (p *prepared) Commit(ctx context.Context) error {
+	if err := p.link(ctx); err != nil {
+		return err
+	}
+	return p.finish()
+}
+
+// link is Commit up to the link: the revision is visible (not yet durable)
+// when it returns nil.
+func (p *prepared) link(ctx context.Context) error {
 	if p.done {
 		return errors.New("dirbackend: a prepared revision was committed or aborted already")
 	}
@@ -344,6 +353,13 @@ func (p *prepared) Commit(ctx context.Context) error {
 	// and its data synced whatever Close says; a name it failed to drop is
 	// a stray temporary for fsck, not a reason to disown the revision.
 	_ = p.t.Close()
+	return nil
+}
+
+// finish is Commit after the link: the barriers and the fsyncs that make
+// the revision durable.
+func (p *prepared) finish() error {
+	b := p.b
 	if err := p.hook(storage.BarrierLinked); err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ var targets = []target{
 		File: "claimstore/dirbackend/publish.go",
 		Funcs: []string{
 			"Backend.makeDirs", "Backend.makeRoot", "Backend.fsyncDirs",
-			"Backend.prepare", "prepared.Commit", "Backend.Sync", "Backend.writeExclusive",
+			"Backend.prepare", "prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
 		},
 		Tests: dirbackendTests,
 	},
