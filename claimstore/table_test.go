@@ -37,6 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // keyState is one key's head: its state and proof, or no revision, or a
@@ -285,7 +286,15 @@ func tableCases() []*tcase {
 // id where it can be read, because the reference judges a recorded
 // owner.boot against the real machine's boot, not the host it is given),
 // a fixed process table, judged from the initial PID namespace.
-type tableHost struct{ boot string }
+func tableHost(boot string) *hostidtest.Host {
+	return &hostidtest.Host{
+		Machine: testMachine,
+		Boot:    boot,
+		Procs:   tableProcs,
+		Zombies: map[int]bool{4400: true},
+		Hidden:  map[int]bool{1: true}, // pid 1 exists, its /proc entry unreadable
+	}
+}
 
 const (
 	tableOtherNS   = "4:4026532301"
@@ -293,39 +302,6 @@ const (
 )
 
 var tableProcs = map[int]string{4100: "500", 4200: "999", 4400: "500"}
-
-func (h tableHost) MachineID() (string, error) { return testMachine, nil }
-func (h tableHost) BootID() (string, error)    { return h.boot, nil }
-func (h tableHost) StartTime(pid int) (string, error) {
-	if pid == 1 {
-		return "", &fs.PathError{Op: "open", Path: "/proc/1/stat", Err: fs.ErrPermission}
-	}
-	if s, ok := tableProcs[pid]; ok {
-		return s, nil
-	}
-	return "", &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
-}
-func (h tableHost) Signal0(pid int) error {
-	if pid == 1 {
-		return unix.EPERM
-	}
-	if _, ok := tableProcs[pid]; ok {
-		return nil
-	}
-	return unix.ESRCH
-}
-func (h tableHost) ProcState(pid int) (byte, error) {
-	if _, ok := tableProcs[pid]; !ok {
-		return 0, &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
-	}
-	if pid == 4400 {
-		return 'Z', nil
-	}
-	return 'S', nil
-}
-func (h tableHost) PIDNamespace(int) (string, error) { return initialPIDNS, nil }
-
-var _ hostid.Host = tableHost{}
 
 // tableWorld is what every case shares: the current boot and an earlier
 // one.
@@ -1084,7 +1060,7 @@ func TestDecisionTable(t *testing.T) {
 	}()
 
 	// This store, on its own copy of the roots, two workers.
-	s, err := OpenRoot(hereRoot, &TOpts{Host: tableHost{boot: w.cur}, Now: fixedNow})
+	s, err := OpenRoot(hereRoot, &TOpts{Host: tableHost(w.cur), Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1266,7 +1242,7 @@ func tableSlice(t *testing.T, cases []*tcase) ([]*tcase, string) {
 // reported as a warning, beside one of a gone writer that is removed.
 func TestRepairLeavesUnjudgeableTemporaries(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+	host := &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{4100: "500"}}
 	s := openOn(t, root, host)
 	seat, session := testKeys(t)
 	claim4100(t, s, seat, session)
