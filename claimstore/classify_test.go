@@ -174,8 +174,9 @@ func TestClassifyAfterCrashAtEveryBarrier(t *testing.T) {
 	})
 }
 
-// TestClassifyTable has one row per branch of the decision table (SPEC §6),
-// each built from real revisions on disk.
+// TestClassifyTable has one row per branch of the decision table
+// (ARCHITECTURE.md, "Recovery: the decision table"), each built from real
+// revisions on disk.
 func TestClassifyTable(t *testing.T) {
 	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
 		ctx := context.Background()

@@ -725,9 +725,10 @@ func rank(s claimstore.State) int {
 	return -1
 }
 
-// checkInvariants checks SPEC §9's invariants on one crash state: before
-// the crash the files were before; holders says whether the acknowledged
-// holders must still hold their keys.
+// checkInvariants checks the crash model's guarantees (ARCHITECTURE.md,
+// "Crash model") on one crash state: before the crash the files were
+// before; holders says whether the acknowledged holders must still hold
+// their keys.
 func checkInvariants(t *testing.T, w *world, before map[string][]byte, st *crashfs.FS, where string, holders bool) {
 	t.Helper()
 	files := st.Files(root)

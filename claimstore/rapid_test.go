@@ -22,7 +22,7 @@ import (
 // barrier, lets another claimant run an operation at that moment, or has a
 // rogue writer publish on the key being written (taking the very number,
 // or moving the head). A model tracks what the store acknowledged, and the
-// invariants of SPEC §9 are checked after every step.
+// guarantees of ARCHITECTURE.md's crash model are checked after every step.
 
 const (
 	smClaimants = 3

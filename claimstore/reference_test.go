@@ -168,8 +168,9 @@ func TestReferenceFixtures(t *testing.T) {
 			if fx.Quirk != "" {
 				// The reference judges a recorded owner.boot against the
 				// real machine's boot id rather than the host it was
-				// given (a quirk the fixture names). SPEC §7 judges it
-				// against the host: this owner is live, so the pair
+				// given (a quirk the fixture names). This store judges it
+				// against the host (docs/PROTOCOL.md, "Classify: where
+				// it differs from the reference"): this owner is live, so the pair
 				// stays held, untouched.
 				t.Logf("quirk: %s", fx.Quirk)
 				want.State, want.Refusal, want.ProofKind = "reserved", string(AlreadyActive), ""

@@ -5,7 +5,8 @@ package claimstore
 // format, classified here, and checked three ways:
 //
 //   - against modelClassify, a small executable model of the table written
-//     from ARCHITECTURE.md ("Recovery: the decision table") and SPEC §6, not
+//     from ARCHITECTURE.md ("Recovery: the decision table") and
+//     docs/PROTOCOL.md ("Classify: where it differs from the reference"), not
 //     from classify.go, which encodes the documented differences from the
 //     reference;
 //   - against the reference implementation (claim.mjs, via
@@ -513,8 +514,8 @@ type modelOut struct {
 	skipRef string
 }
 
-// The documented differences from the reference (ARCHITECTURE.md, "Where
-// this differs from the reference's classify"), each in the direction of
+// The documented differences from the reference (docs/PROTOCOL.md,
+// "Classify: where it differs from the reference"), each in the direction of
 // holding more, publishing less, or freeing only on a proof.
 const (
 	// A stopped head naming one of this store's boot proofs that is
@@ -581,11 +582,11 @@ func modelHeadRef(hist []hrec) mhead {
 	return modelHeadHere(hist)
 }
 
-// judgeHere is hostid's verdict on the recorded owner, as SPEC §7 and the
-// trust model describe it: invalid when malformed; gone after another boot
-// (the owner's own boot, or the record's host boot when it recorded none);
-// unknown from another PID namespace, for a zombie, without a start, or
-// when only EPERM answers; else the pid decides.
+// judgeHere is hostid's verdict on the recorded owner, as hostid/doc.go
+// and ARCHITECTURE.md's trust model describe it: invalid when malformed;
+// gone after another boot (the owner's own boot, or the record's host boot
+// when it recorded none); unknown from another PID namespace, for a zombie,
+// without a start, or when only EPERM answers; else the pid decides.
 func (w tableWorld) judgeHere(c *tcase) hostid.State {
 	if c.owner == ownInvalid {
 		return hostid.Invalid
@@ -1007,8 +1008,8 @@ func revCount(root string, k Key) int {
 }
 
 // TestDecisionTable is issue 10: the whole decision table, not examples of
-// it. See the file comment; ARCHITECTURE.md ("Crash model and how it is
-// tested") gives the dimensions and counts.
+// it. See the file comment; docs/TESTING.md ("What the crash model is
+// checked by") gives the dimensions and counts.
 func TestDecisionTable(t *testing.T) {
 	start := time.Now()
 	w := newTableWorld()
