@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore/vfs"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // noSyncFS is the OS filesystem with every fsync skipped, to build big
@@ -34,7 +35,7 @@ func (noSyncTemp) Sync() error { return nil }
 func buildRoot(b *testing.B, pairs int) string {
 	b.Helper()
 	root := filepath.Join(b.TempDir(), "root")
-	s, err := OpenRoot(root, &TOpts{FS: noSyncFS{}, Host: &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}})
+	s, err := OpenRoot(root, &TOpts{FS: noSyncFS{}, Host: &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{4100: "500"}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func BenchmarkClassifyAllAfterReboot(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				root := buildRoot(b, pairs)
-				s, err := OpenRoot(root, &TOpts{Host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}})
+				s, err := OpenRoot(root, &TOpts{Host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}})
 				if err != nil {
 					b.Fatal(err)
 				}

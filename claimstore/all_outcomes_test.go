@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 	"github.com/claimstore/claimstore/internal/crashfs"
 	"github.com/claimstore/claimstore/internal/errorfs"
 )
@@ -26,10 +27,10 @@ import (
 func outcomesRoot(t *testing.T) (*world, *errorfs.FS, claimstore.UnitLookup, claimstore.Summary) {
 	t.Helper()
 	w := newWorld(t, &crashfs.Options{})
-	bootBHost := &testHost{machine: testMachine, boot: bootB, procs: map[int]string{ownerPID: ownerStart}}
+	bootBHost := &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{ownerPID: ownerStart}}
 	inA := w.store                      // writers of boot A: every owner gone now
 	inB := w.open(w.fs, bootBHost, nil) // writers of this boot
-	foreign := w.open(w.fs, &testHost{machine: "fedcba9876543210fedcba9876543210", boot: bootB, procs: map[int]string{}}, nil)
+	foreign := w.open(w.fs, &hostidtest.Host{Machine: "fedcba9876543210fedcba9876543210", Boot: bootB, Procs: map[int]string{}}, nil)
 	own := func(pid int, boot string) claimstore.AcquireFields {
 		return claimstore.AcquireFields{Owner: claimstore.Owner{PID: pid, Start: ownerStart, Boot: boot}}
 	}
@@ -240,7 +241,7 @@ func TestClassifyAllEveryOutcome(t *testing.T) {
 	}
 	walk := func(workers int, dry bool) ([]entry, *claimstore.Summary) {
 		t.Helper()
-		s := w.open(efs, &testHost{machine: testMachine, boot: bootB, procs: map[int]string{ownerPID: ownerStart}}, nil)
+		s := w.open(efs, &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{ownerPID: ownerStart}}, nil)
 		var got []entry
 		sum, err := s.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: units, Workers: workers, DryRun: dry}, func(r *claimstore.PairResult) {
 			e := entry{Err: r.Err != nil, Orphan: r.Orphan != ""}
@@ -283,7 +284,7 @@ func TestClassifyAllEveryOutcome(t *testing.T) {
 	// 26-29 record: those are
 	// owned (as in the reference, the pid and incarnation decide; pair 2's
 	// owner, of boot A, has no incarnation either).
-	adopter := w.open(efs, &testHost{machine: testMachine, boot: bootB, procs: map[int]string{ownerPID: ownerStart}}, nil)
+	adopter := w.open(efs, &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{ownerPID: ownerStart}}, nil)
 	adopt := &claimstore.Owner{PID: ownerPID, Start: ownerStart, Boot: bootB}
 	if sum, err := adopter.ClassifyAll(context.Background(), &claimstore.ClassifyOptions{Units: units, DryRun: true, Adopt: adopt}, nil); err != nil || sum.Owned != 9 || sum.Refused[claimstore.AlreadyActive] != 0 {
 		t.Errorf("dry walk adopting %+v: %+v, %v; want 9 owned, none already active", adopt, sum, err)
@@ -353,7 +354,7 @@ func TestClassifyAllCanceledEndsItsWorkers(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := w.open(w.fs, &testHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, nil)
+	s := w.open(w.fs, &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}, nil)
 	reported := 0
 	_, err := s.ClassifyAll(ctx, &claimstore.ClassifyOptions{Units: absentUnits{}, Workers: 4}, func(r *claimstore.PairResult) {
 		reported++

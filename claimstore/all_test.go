@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // TestClassifyAll walks a root after a reboot: pairs are found by claim id
@@ -68,7 +70,7 @@ func TestClassifyAll(t *testing.T) {
 		}
 		writeRaw(t, w, xe, 1, "{torn")
 
-		s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
+		s := openOn(t, root, &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}})
 		type entry struct {
 			Seat, Session string
 			Outcome       Outcome
@@ -144,7 +146,7 @@ func TestClassifyAll(t *testing.T) {
 func TestClassifyAllGapReportedOnce(t *testing.T) {
 	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
 		root := newRoot(t)
-		host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
+		host := &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{}}
 		s := openOn(t, root, host)
 		seat, session := testKeys(t)
 		active4100(t, s, seat, session, nil)

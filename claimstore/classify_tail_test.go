@@ -10,12 +10,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // goneSameBoot is the test machine in the claims' boot with no process
 // running: every owner is gone, nothing is proven about the writer.
-func goneSameBoot() *fakeHost {
-	return &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
+func goneSameBoot() *hostidtest.Host {
+	return &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{}}
 }
 
 // Step 10, anything that may still run: the pair is published uncertain,
@@ -209,7 +211,7 @@ func TestMalformedBootNoEvidenceInDryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
+	g := openOn(t, root, &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}})
 	for _, dry := range []bool{true, false} {
 		res, err := g.Classify(context.Background(), seat, session, &ClassifyOptions{DryRun: dry})
 		if err != nil || res.Free() || res.Refusal == nil || !strings.Contains(res.Refusal.Reason, "is not a boot id") {
@@ -301,7 +303,7 @@ func TestClassifyDryRunListsBothKeys(t *testing.T) {
 	seat, session := testKeys(t)
 	claim4100(t, s, seat, session)
 	before := rootPaths(t, root)
-	g := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
+	g := openOn(t, root, &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}})
 	res, err := g.Classify(context.Background(), seat, session, &ClassifyOptions{DryRun: true})
 	if err != nil || res.Outcome != OutcomeStopped {
 		t.Fatalf("dry run after a reboot = %+v, %v; want stopped", res, err)

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 const (
@@ -35,7 +36,7 @@ func testKeys(t *testing.T) (Key, Key) {
 // n = 0 runs everything. It returns how many barrier points op met.
 func lifecycle(t *testing.T, root, op string, n int) int {
 	t.Helper()
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+	host := &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{4100: "500"}}
 	count, current := 0, ""
 	s, err := OpenRoot(root, &TOpts{Host: host, Sequential: true, Backend: backendFor(t, root), Barrier: func(p Point) error {
 		if current != op {
@@ -97,7 +98,7 @@ func TestClassifyAfterCrashAtEveryBarrier(t *testing.T) {
 						if reboot {
 							boot = bootB
 						}
-						host := &fakeHost{machine: testMachine, boot: boot, procs: map[int]string{}}
+						host := &hostidtest.Host{Machine: testMachine, Boot: boot, Procs: map[int]string{}}
 						s := openOn(t, root, host)
 						seat, session := testKeys(t)
 						before, err := s.Pair(context.Background(), seat, session)
@@ -173,15 +174,16 @@ func TestClassifyAfterCrashAtEveryBarrier(t *testing.T) {
 	})
 }
 
-// TestClassifyTable has one row per branch of the decision table (SPEC §6),
-// each built from real revisions on disk.
+// TestClassifyTable has one row per branch of the decision table
+// (ARCHITECTURE.md, "Recovery: the decision table"), each built from real
+// revisions on disk.
 func TestClassifyTable(t *testing.T) {
 	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
 		ctx := context.Background()
 		type row struct {
 			name    string
 			setup   func(t *testing.T, s *Store, seat, session Key)
-			host    *fakeHost // the classifying host
+			host    *hostidtest.Host // the classifying host
 			opts    *ClassifyOptions
 			want    Outcome
 			refusal Code
@@ -190,7 +192,7 @@ func TestClassifyTable(t *testing.T) {
 			publish int
 		}
 		live := map[int]string{4100: "500"}
-		sameBootGone := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
+		sameBootGone := &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{}}
 		acquire := func(state State, marker bool) func(t *testing.T, s *Store, seat, session Key) {
 			return func(t *testing.T, s *Store, seat, session Key) {
 				c, err := s.Acquire(context.Background(), seat, session, AcquireFields{ClaimID: "c00000000000000000000000a", Owner: Owner{PID: 4100, Start: "500", Incarnation: []byte("7")}})
@@ -213,7 +215,7 @@ func TestClassifyTable(t *testing.T) {
 		}
 		rows := []row{
 			{name: "1 free", setup: func(*testing.T, *Store, Key, Key) {}, host: sameBootGone, want: OutcomeFree},
-			{name: "2 foreign host", setup: acquire(Active, true), host: &fakeHost{machine: "ffffffffffffffffffffffffffffffff", boot: bootB, procs: map[int]string{}}, want: OutcomeUncertain, refusal: ForeignHost},
+			{name: "2 foreign host", setup: acquire(Active, true), host: &hostidtest.Host{Machine: "ffffffffffffffffffffffffffffffff", Boot: bootB, Procs: map[int]string{}}, want: OutcomeUncertain, refusal: ForeignHost},
 			{name: "3 damaged head", setup: func(t *testing.T, s *Store, seat, session Key) {
 				acquire(Active, true)(t, s, seat, session)
 				writeRaw(t, s, session, 3, "{torn")
@@ -234,11 +236,11 @@ func TestClassifyTable(t *testing.T) {
 				}
 			}, host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement},
 			{name: "5 adopt same owner", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Adopt: &Owner{PID: 4100, Incarnation: []byte("7")}}, want: OutcomeOwned},
-			{name: "6 owner live", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootA, procs: live}, want: OutcomeActive, refusal: AlreadyActive},
-			{name: "6 owner unknown (proc unreadable)", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootA, procs: nil}, opts: nil, want: OutcomeActive, refusal: AlreadyActive},
-			{name: "7 other boot, pid reused with the same start", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: live}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
-			{name: "7 other boot with proof", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
-			{name: "7 other boot without issuer", setup: acquire(Active, true), host: &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}, opts: &ClassifyOptions{BootProofs: NoBootProofs}, want: OutcomeUncertain, refusal: UnsafeReplacement, needs: NeedsBootProof},
+			{name: "6 owner live", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: live}, want: OutcomeActive, refusal: AlreadyActive},
+			{name: "6 owner unknown (proc unreadable)", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: nil}, opts: nil, want: OutcomeActive, refusal: AlreadyActive},
+			{name: "7 other boot, pid reused with the same start", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: live}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
+			{name: "7 other boot with proof", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
+			{name: "7 other boot without issuer", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}, opts: &ClassifyOptions{BootProofs: NoBootProofs}, want: OutcomeUncertain, refusal: UnsafeReplacement, needs: NeedsBootProof},
 			{name: "8 release cut between keys", setup: func(t *testing.T, s *Store, seat, session Key) {
 				c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
 				if err != nil {
@@ -263,11 +265,11 @@ func TestClassifyTable(t *testing.T) {
 		for _, r := range rows {
 			t.Run(r.name, func(t *testing.T) {
 				root := newRoot(t)
-				w := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: live})
+				w := openOn(t, root, &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: live})
 				seat, session := testKeys(t)
 				r.setup(t, w, seat, session)
 				s := openOn(t, root, r.host)
-				if r.host.procs == nil {
+				if r.host.Procs == nil {
 					s.host = unreadableProc{r.host}
 				}
 				res, err := s.Classify(ctx, seat, session, r.opts)
@@ -315,7 +317,7 @@ func TestClassifyTable(t *testing.T) {
 }
 
 // unreadableProc presents a host whose /proc cannot be read.
-type unreadableProc struct{ *fakeHost }
+type unreadableProc struct{ *hostidtest.Host }
 
 func (u unreadableProc) StartTime(pid int) (string, error) {
 	return "", fmt.Errorf("open /proc/%d/stat: permission denied", pid)
@@ -349,7 +351,7 @@ func TestClassifyReusesItsBootProof(t *testing.T) {
 		if _, err := w.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
 			t.Fatal(err)
 		}
-		host := &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
+		host := &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}
 		cut, err := OpenRoot(root, &TOpts{Host: host, Sequential: true, Backend: backendFor(t, root), Barrier: func(p Point) error {
 			if p.Barrier == BarrierBetweenKeys {
 				return errCrash
@@ -391,7 +393,7 @@ func TestClassifyRefusesAnotherPairsClaim(t *testing.T) {
 		if _, err := w.Acquire(context.Background(), seat2, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}}); err != nil {
 			t.Fatal(err)
 		}
-		s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
+		s := openOn(t, root, &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}})
 		res, err := s.Classify(context.Background(), seat1, session, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -429,8 +431,8 @@ func TestAdvanceNeverClearsSpawnMarker(t *testing.T) {
 var owner4100 = Owner{PID: 4100, Start: "500"}
 
 // liveHost is the test machine in bootA with owner4100's process running.
-func liveHost() *fakeHost {
-	return &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+func liveHost() *hostidtest.Host {
+	return &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{4100: "500"}}
 }
 
 // openOn opens a store on root with host, failing the test on error.

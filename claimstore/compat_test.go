@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // TestKeyHashVectors checks Key.JSON and Key.Hash against vectors the
@@ -144,7 +146,7 @@ func refView(r map[string]any) view {
 // read every key the same after every step.
 func TestCompatWithReference(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: compatMachine, boot: compatBoot, procs: map[int]string{4100: "88001"}}
+	host := &hostidtest.Host{Machine: compatMachine, Boot: compatBoot, Procs: map[int]string{4100: "88001"}}
 	s, err := OpenRoot(root, &TOpts{Host: host})
 	if err != nil {
 		t.Fatal(err)

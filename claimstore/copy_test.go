@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/claimstore/claimstore/claimstore/etcdbackend"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 	"github.com/claimstore/claimstore/internal/etcdtest"
 )
 
@@ -48,7 +49,7 @@ func TestCopyRoundTrip(t *testing.T) {
 		t.Skip(why)
 	}
 	src := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: compatMachine, boot: compatBoot, procs: map[int]string{4100: "88001"}}
+	host := &hostidtest.Host{Machine: compatMachine, Boot: compatBoot, Procs: map[int]string{4100: "88001"}}
 	var keys []Key
 	for _, name := range []string{"a", "b", "c"} {
 		seat, _ := SeatKey("seat-"+name, "proj", "/ws/"+name)

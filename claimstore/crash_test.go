@@ -6,18 +6,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"path"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 	"github.com/claimstore/claimstore/internal/crashfs"
 )
 
@@ -33,42 +31,9 @@ const (
 	ownerStart  = "500"
 )
 
-// testHost is a machine whose boot and processes a test sets.
-type testHost struct {
-	machine, boot string
-	procs         map[int]string // pid -> start ticks
-}
-
-func (h *testHost) MachineID() (string, error) { return h.machine, nil }
-func (h *testHost) BootID() (string, error)    { return h.boot, nil }
-func (h *testHost) StartTime(pid int) (string, error) {
-	if s, ok := h.procs[pid]; ok {
-		return s, nil
-	}
-	return "", &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
-}
-func (h *testHost) Signal0(pid int) error {
-	if _, ok := h.procs[pid]; ok {
-		return nil
-	}
-	return unix.ESRCH
-}
-func (h *testHost) ProcState(pid int) (byte, error) {
-	if _, ok := h.procs[pid]; ok {
-		return 'S', nil
-	}
-	return 0, &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
-}
-
-// PIDNamespace answers the initial PID namespace: the owners recorded
-// here carry none, and are judged from there.
-func (h *testHost) PIDNamespace(int) (string, error) { return "4:4026531836", nil }
-
-var _ hostid.Host = (*testHost)(nil)
-
 // liveHost is boot A with the owner running.
-func liveHost() *testHost {
-	return &testHost{machine: testMachine, boot: bootA, procs: map[int]string{ownerPID: ownerStart}}
+func liveHost() *hostidtest.Host {
+	return &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{ownerPID: ownerStart}}
 }
 
 // absentUnits says every unit is absent: the answer that tempts a
@@ -102,7 +67,7 @@ func claimID(c byte) string { return "c" + strings.Repeat(string(c), 24) }
 type world struct {
 	t      testing.TB
 	fs     *crashfs.FS
-	host   *testHost
+	host   *hostidtest.Host
 	store  *claimstore.Store
 	claims map[string]*claimstore.Claim // by name in the scenario
 	keys   map[string][2]claimstore.Key // by claim name: seat, session
@@ -258,7 +223,7 @@ func cutRelease(name string) step {
 // them over, so they are no longer checked as holders.
 func ownerDies() step {
 	return step{"owner dies", func(w *world) error {
-		delete(w.host.procs, ownerPID)
+		delete(w.host.Procs, ownerPID)
 		w.holders = map[string][2]claimstore.Key{}
 		return nil
 	}, false}
@@ -267,7 +232,7 @@ func ownerDies() step {
 // reboot presents boot B with no processes.
 func reboot() step {
 	return step{"reboot", func(w *world) error {
-		w.host.boot, w.host.procs = bootB, map[int]string{}
+		w.host.Boot, w.host.Procs = bootB, map[int]string{}
 		w.holders = map[string][2]claimstore.Key{}
 		return nil
 	}, false}
@@ -490,7 +455,7 @@ func checkCompound(t *testing.T, w *world, where string) {
 	t.Helper()
 	fork := w.fs.Fork()
 	checkInvariants(t, w, fork.Files(root), fork, where, true)
-	h := &testHost{machine: testMachine, boot: w.host.boot, procs: map[int]string{}}
+	h := &hostidtest.Host{Machine: testMachine, Boot: w.host.Boot, Procs: map[int]string{}}
 	s := w.open(fork, h, nil)
 	acks := map[string][]byte{}
 	ack := func(p string) {
@@ -539,7 +504,7 @@ func checkCompound(t *testing.T, w *world, where string) {
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)
 		}
-		c, err := s.Acquire(context.Background(), ks[0], ks[1], claimstore.AcquireFields{ClaimID: claimID('f'), Owner: claimstore.Owner{PID: 9, Start: "1", Boot: w.host.boot}})
+		c, err := s.Acquire(context.Background(), ks[0], ks[1], claimstore.AcquireFields{ClaimID: claimID('f'), Owner: claimstore.Owner{PID: 9, Start: "1", Boot: w.host.Boot}})
 		if p.Held() {
 			if err == nil {
 				t.Errorf("%s: a new claim acquired %s's pair, which reads %s after classify", where, name, p.State())
@@ -581,7 +546,7 @@ func checkCompoundCrashes(t *testing.T, w *world, fork *crashfs.FS, names []stri
 				}
 			}
 		}
-		after := w.open(st, &testHost{machine: testMachine, boot: bootC}, nil)
+		after := w.open(st, &hostidtest.Host{Machine: testMachine, Boot: bootC}, nil)
 		for _, name := range names {
 			ks := w.keys[name]
 			p, err := after.Pair(context.Background(), ks[0], ks[1])
@@ -630,7 +595,7 @@ func checkCrash(t *testing.T, w *world, live, st *crashfs.FS, where string, boot
 	t.Helper()
 	checkInvariants(t, w, live.Files(root), st, where, true)
 	crashed := st.Files(root)
-	h := &testHost{machine: testMachine, boot: boot, procs: map[int]string{}}
+	h := &hostidtest.Host{Machine: testMachine, Boot: boot, Procs: map[int]string{}}
 	s := w.open(st, h, nil)
 	for name, ks := range w.keys {
 		checkClassify(t, s, ks[0], ks[1], w.marked, where+": classify "+name)
@@ -760,9 +725,10 @@ func rank(s claimstore.State) int {
 	return -1
 }
 
-// checkInvariants checks SPEC §9's invariants on one crash state: before
-// the crash the files were before; holders says whether the acknowledged
-// holders must still hold their keys.
+// checkInvariants checks the crash model's guarantees (ARCHITECTURE.md,
+// "Crash model") on one crash state: before the crash the files were
+// before; holders says whether the acknowledged holders must still hold
+// their keys.
 func checkInvariants(t *testing.T, w *world, before map[string][]byte, st *crashfs.FS, where string, holders bool) {
 	t.Helper()
 	files := st.Files(root)
@@ -787,7 +753,7 @@ func checkInvariants(t *testing.T, w *world, before map[string][]byte, st *crash
 			t.Errorf("%s: %s reads %q after the crash but %q before", where, p, data, want)
 		}
 	}
-	s := w.open(st.Snapshot(), &testHost{machine: testMachine, boot: bootC}, nil)
+	s := w.open(st.Snapshot(), &hostidtest.Host{Machine: testMachine, Boot: bootC}, nil)
 	for name, ks := range w.keys {
 		p, err := s.Pair(context.Background(), ks[0], ks[1])
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/claimstore/vfs"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 	"github.com/claimstore/claimstore/internal/crashfs"
 	"github.com/claimstore/claimstore/internal/errorfs"
 )
@@ -65,7 +66,7 @@ func TestDecisionsOnlyOnDurableHeads(t *testing.T) {
 			if len(w.fs.Pending()) == 0 {
 				t.Fatal("the killed release left nothing pending: the test would prove nothing")
 			}
-			delete(w.host.procs, ownerPID) // the supervisor died with it
+			delete(w.host.Procs, ownerPID) // the supervisor died with it
 
 			// A new process on the same page cache.
 			calls := 0
@@ -424,7 +425,7 @@ func TestLosingProofWriterMakesProofsDirDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := w.claims["a"]
-	later := &testHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
+	later := &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}
 	// Y: a long-lived store on the next boot, which has already made the
 	// root and both kind directories durable (another pair's acquire).
 	y := w.open(w.fs, later, nil)

@@ -18,7 +18,7 @@ import (
 	"github.com/claimstore/claimstore/hostid"
 )
 
-// testMachine and testBoot are what testHost presents, so that tests do not
+// testMachine and testBoot are what thisHost presents, so that tests do not
 // depend on this machine's ids and can tell their records apart.
 const (
 	testMachine  = "0123456789abcdef0123456789abcdef"
@@ -26,19 +26,11 @@ const (
 	testBoot     = "11111111-2222-3333-4444-555555555555"
 )
 
-// testHost is the real host (so process identities are real) with a fixed
-// machine id and boot id.
-type testHost struct {
-	hostid.Host
-	machine string
-}
-
-func (h testHost) MachineID() (string, error) { return h.machine, nil }
-func (h testHost) BootID() (string, error)    { return testBoot, nil }
-
+// thisHost is the real host (so process identities are real) with a fixed
+// machine id and boot id; foreignHost is another machine in the same way.
 var (
-	thisHost    hostid.Host = testHost{hostid.System, testMachine}
-	foreignHost hostid.Host = testHost{hostid.System, otherMachine}
+	thisHost    hostid.Host = hostid.Override{Host: hostid.System, Machine: testMachine, Boot: testBoot}
+	foreignHost hostid.Host = hostid.Override{Host: hostid.System, Machine: otherMachine, Boot: testBoot}
 )
 
 // onEtcd reports whether s is on an etcd root (the etcd backend case of

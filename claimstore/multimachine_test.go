@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/claimstore/claimstore/claimstore/etcdbackend"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // TestTwoMachinesOneStore: supervisors on two machines share one root (a
@@ -20,8 +21,8 @@ import (
 func TestTwoMachinesOneStore(t *testing.T) {
 	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
 		root := newRoot(t)
-		hostA := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
-		hostB := &fakeHost{machine: otherMachine, boot: bootA, procs: map[int]string{}}
+		hostA := &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{4100: "500"}}
+		hostB := &hostidtest.Host{Machine: otherMachine, Boot: bootA, Procs: map[int]string{}}
 		a, b := openOn(t, root, hostA), openOn(t, root, hostB)
 		seat, session := testKeys(t)
 		c := claim4100(t, a, seat, session)
@@ -43,7 +44,7 @@ func TestTwoMachinesOneStore(t *testing.T) {
 			t.Errorf("B's release of A's claim: %v, want %s", err, ForeignHost)
 		}
 		// B's classifier, after B's own reboot, judges nothing of A's.
-		hostB.boot = bootB
+		hostB.Boot = bootB
 		res, err := b.Classify(context.Background(), seat, session, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -58,7 +59,7 @@ func TestTwoMachinesOneStore(t *testing.T) {
 
 		// A reboots: its own classifier frees the claim on a boot proof
 		// naming A.
-		hostA2 := &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
+		hostA2 := &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}
 		a2 := openOn(t, root, hostA2)
 		res, err = a2.Classify(context.Background(), seat, session, nil)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 const (
@@ -102,7 +103,7 @@ func TestClassifyOwnerInAnotherPIDNamespace(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Pid 4100 does not exist where classify runs.
-			s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}, pidns: tt.judge})
+			s := openOn(t, root, &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{}, PIDNS: tt.judge})
 			res, err := s.Classify(ctx, seat, session, &ClassifyOptions{Units: mapUnits{}})
 			if err != nil {
 				t.Fatal(err)
@@ -134,7 +135,7 @@ func TestClassifyOwnerInAnotherPIDNamespace(t *testing.T) {
 		if _, err := w.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner}); err != nil {
 			t.Fatal(err)
 		}
-		s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}, pidns: hostPIDNS})
+		s := openOn(t, root, &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{}, PIDNS: hostPIDNS})
 		res, err := s.Classify(ctx, seat, session, &ClassifyOptions{Units: mapUnits{}})
 		if err != nil {
 			t.Fatal(err)
@@ -153,7 +154,7 @@ func TestClassifyZombieOwner(t *testing.T) {
 	seat, session := testKeys(t)
 	claim4100(t, w, seat, session)
 	h := liveHost()
-	h.zombies = map[int]bool{4100: true}
+	h.Zombies = map[int]bool{4100: true}
 	res, err := openOn(t, root, h).Classify(context.Background(), seat, session, &ClassifyOptions{Units: mapUnits{}})
 	if err != nil {
 		t.Fatal(err)

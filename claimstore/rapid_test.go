@@ -5,14 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
-	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
+
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // The state machine below drives several claimants (each with its own
@@ -22,7 +22,7 @@ import (
 // barrier, lets another claimant run an operation at that moment, or has a
 // rogue writer publish on the key being written (taking the very number,
 // or moving the head). A model tracks what the store acknowledged, and the
-// invariants of SPEC §9 are checked after every step.
+// guarantees of ARCHITECTURE.md's crash model are checked after every step.
 
 const (
 	smClaimants = 3
@@ -76,43 +76,10 @@ type plan struct {
 	rogueKeys []Key
 }
 
-// smHost is the machine the state machine runs on: one machine id, a boot
-// that a reboot action replaces, and a process table in which each claim's
-// owner runs until its supervisor dies.
-type smHost struct {
-	boot  string
-	boots int
-	procs map[int]string
-}
-
-func (h *smHost) MachineID() (string, error) { return testMachine, nil }
-func (h *smHost) BootID() (string, error)    { return h.boot, nil }
-func (h *smHost) StartTime(pid int) (string, error) {
-	if s, ok := h.procs[pid]; ok {
-		return s, nil
-	}
-	return "", &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
-}
-func (h *smHost) Signal0(pid int) error {
-	if _, ok := h.procs[pid]; ok {
-		return nil
-	}
-	return unix.ESRCH
-}
-func (h *smHost) ProcState(pid int) (byte, error) {
-	if _, ok := h.procs[pid]; ok {
-		return 'S', nil
-	}
-	return 0, &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
-}
-
-// PIDNamespace answers the initial PID namespace: the owners recorded
-// here carry none, and are judged from there.
-func (h *smHost) PIDNamespace(int) (string, error) { return "4:4026531836", nil }
-
 type claimMachine struct {
 	t        *rapid.T
-	host     *smHost
+	host     *hostidtest.Host
+	boots    int // the reboots so far, numbering the boot ids
 	nextPID  int
 	stores   []*Store
 	operator *Store // reads, and the recover action
@@ -137,7 +104,7 @@ type claimMachine struct {
 
 func newClaimMachine(t *rapid.T, open func(*TOpts) (*Store, error)) *claimMachine {
 	m := &claimMachine{t: t, model: map[Key]*keyModel{}, holders: map[Key]string{}, observed: map[string][]byte{}}
-	m.host = &smHost{boot: testBoot, procs: map[int]string{}}
+	m.host = &hostidtest.Host{Machine: testMachine, Boot: testBoot, Procs: map[int]string{}}
 	m.nextPID = 1000
 	for range smClaimants {
 		s, err := open(&TOpts{Host: m.host, Now: fixedNow, Barrier: m.hook, Sequential: true})
@@ -291,8 +258,8 @@ func (m *claimMachine) acquire(who int, seat, session Key, pl *plan) {
 	// Each claim's supervisor is a process of its own: it runs until the
 	// supervisor dies (a crash) or a reboot ends it.
 	m.nextPID++
-	o := Owner{PID: m.nextPID, Start: "1", Boot: m.host.boot}
-	m.host.procs[o.PID] = "1"
+	o := Owner{PID: m.nextPID, Start: "1", Boot: m.host.Boot}
+	m.host.Procs[o.PID] = "1"
 	m.pending = session
 	var c *Claim
 	err := m.run(pl, func() error {
@@ -312,7 +279,7 @@ func (m *claimMachine) acquire(who int, seat, session Key, pl *plan) {
 		}
 		m.claims = append(m.claims, &smClaim{c: c, owner: who, live: true, pid: o.PID})
 	case errors.Is(err, errCrash):
-		delete(m.host.procs, o.PID)
+		delete(m.host.Procs, o.PID)
 		// Whatever the crashed acquire published is held or not: unknown.
 		for _, k := range []Key{seat, session} {
 			if m.model[k].status == kFree {
@@ -322,7 +289,7 @@ func (m *claimMachine) acquire(who int, seat, session Key, pl *plan) {
 	case errors.As(err, new(*Refusal)):
 		// A refused acquire leaves both keys as they were: it closes any
 		// seat revision it made with stopped + no-unit.
-		delete(m.host.procs, o.PID)
+		delete(m.host.Procs, o.PID)
 	default:
 		m.t.Fatalf("Acquire: unexpected error %v", err)
 	}
@@ -396,7 +363,7 @@ func (m *claimMachine) settle(sc *smClaim, err error, release bool) {
 	switch {
 	case err == nil && release:
 		sc.live = false
-		delete(m.host.procs, sc.pid)
+		delete(m.host.Procs, sc.pid)
 		for _, k := range keys {
 			*m.model[k] = keyModel{status: kFree}
 		}
@@ -406,7 +373,7 @@ func (m *claimMachine) settle(sc *smClaim, err error, release bool) {
 		}
 	case errors.Is(err, errCrash), errors.As(err, new(*Refusal)):
 		if errors.Is(err, errCrash) {
-			delete(m.host.procs, sc.pid) // the supervisor died
+			delete(m.host.Procs, sc.pid) // the supervisor died
 		}
 		// The supervisor died, or was told its claim broke: it uses the
 		// claim no more. Its keys may be half-stepped. A claim whose
@@ -456,13 +423,13 @@ func (m *claimMachine) recover(t *rapid.T) {
 // reboot ends every process of the boot: every supervisor and writer.
 // Nothing on disk changes; the claims stay held until classified.
 func (m *claimMachine) reboot(t *rapid.T) {
-	m.host.boots++
-	m.host.boot = fmt.Sprintf("22222222-0000-4000-8000-%012d", m.host.boots)
-	m.host.procs = map[int]string{}
+	m.boots++
+	m.host.Boot = fmt.Sprintf("22222222-0000-4000-8000-%012d", m.boots)
+	m.host.Procs = map[int]string{}
 	for _, c := range m.claims {
 		c.live = false
 	}
-	t.Logf("  reboot: boot %s", m.host.boot)
+	t.Logf("  reboot: boot %s", m.host.Boot)
 }
 
 // ownerLive reports whether a record's owner runs now, as the model knows.
@@ -471,8 +438,8 @@ func (m *claimMachine) ownerLive(rec *Record) bool {
 	if err != nil {
 		return false
 	}
-	_, running := m.host.procs[o.PID]
-	return running && o.Boot == m.host.boot
+	_, running := m.host.Procs[o.PID]
+	return running && o.Boot == m.host.Boot
 }
 
 // classify is classify as an operator runs it after a crash: the decision

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // Refusals say what an operator needs to act on: the owner's pid of an
@@ -27,7 +28,7 @@ func TestRefusalReasons(t *testing.T) {
 		t.Errorf("acquire over an active claim: %v; want already-active naming owner pid 4100", err)
 	}
 
-	other := openOn(t, root, &fakeHost{machine: otherMachine, boot: bootA, procs: map[int]string{4100: "500"}})
+	other := openOn(t, root, &hostidtest.Host{Machine: otherMachine, Boot: bootA, Procs: map[int]string{4100: "500"}})
 	err = other.Advance(context.Background(), c, Patch{State: Active})
 	if !errors.As(err, &ref) || ref.Code != ForeignHost || !strings.Contains(ref.Reason, fmt.Sprintf("taken on machine %q, not on this machine %s", testMachine, otherMachine)) {
 		t.Errorf("advance from another machine: %v; want foreign-host naming both machines", err)
@@ -74,10 +75,10 @@ func TestClassifyBadStoppedFields(t *testing.T) {
 				s := openOn(t, root, liveHost())
 				seat, session := testKeys(t)
 				claim4100(t, s, seat, session)
-				host := &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}}
+				host := &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}
 				var units UnitLookup
 				if path == "no unit" {
-					host.boot = bootA // same boot, owner gone, never spawned, no unit
+					host.Boot = bootA // same boot, owner gone, never spawned, no unit
 					units = absentLookup{}
 				}
 				c := openOn(t, root, host)
@@ -131,7 +132,7 @@ func TestClassifyStoppedKeepsSpawnMarker(t *testing.T) {
 	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
 	active4100(t, s, seat, session, map[string]any{"spawnMarker": true})
-	later := openOn(t, root, &fakeHost{machine: testMachine, boot: bootB, procs: map[int]string{}})
+	later := openOn(t, root, &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}})
 	res, err := later.Classify(context.Background(), seat, session, &ClassifyOptions{StoppedFields: map[string]any{"spawnMarker": false, "leaf": "x"}})
 	if err != nil || res.Outcome != OutcomeStopped {
 		t.Fatalf("classify after a reboot = %+v, %v; want stopped", res, err)
@@ -173,7 +174,7 @@ func TestClassifyWithoutBootID(t *testing.T) {
 	s := openOn(t, root, liveHost())
 	seat, session := testKeys(t)
 	claim4100(t, s, seat, session)
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}}
+	host := &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{}}
 	c := openOn(t, root, lateBootFailHost{Host: host, reads: new(int)})
 	before, _ := c.Head(context.Background(), seat)
 	res, err := c.Classify(context.Background(), seat, session, nil)

@@ -13,50 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rogpeppe/go-internal/txtar"
-	"golang.org/x/sys/unix"
+
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
-
-// fakeHost presents a machine, a boot and a process table, as the reference
-// fixtures were written and classified under.
-type fakeHost struct {
-	machine, boot string
-	procs         map[int]string // pid -> start ticks
-	zombies       map[int]bool   // pids in procs that exited, not yet reaped
-	pidns         string         // the judge's PID namespace; "" is the initial one
-}
-
-func (h *fakeHost) MachineID() (string, error) { return h.machine, nil }
-func (h *fakeHost) BootID() (string, error)    { return h.boot, nil }
-func (h *fakeHost) StartTime(pid int) (string, error) {
-	if s, ok := h.procs[pid]; ok {
-		return s, nil
-	}
-	return "", &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
-}
-func (h *fakeHost) Signal0(pid int) error {
-	if _, ok := h.procs[pid]; ok {
-		return nil
-	}
-	return unix.ESRCH
-}
-func (h *fakeHost) ProcState(pid int) (byte, error) {
-	if _, ok := h.procs[pid]; !ok {
-		return 0, &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
-	}
-	if h.zombies[pid] {
-		return 'Z', nil
-	}
-	return 'S', nil
-}
-
-// PIDNamespace answers h.pidns (or the initial namespace) for every pid:
-// the fake's processes all run where the judge does.
-func (h *fakeHost) PIDNamespace(int) (string, error) {
-	if h.pidns != "" {
-		return h.pidns, nil
-	}
-	return initialPIDNS, nil
-}
 
 // initialPIDNS is an id of the initial PID namespace as hostid spells it.
 const initialPIDNS = "4:4026531836"
@@ -166,11 +125,11 @@ func TestReferenceFixtures(t *testing.T) {
 				t.Fatalf("fixture comment: %v", err)
 			}
 			root := materialize(t, ar)
-			host := &fakeHost{machine: fx.Classify.Host.MachineID, boot: fx.Classify.Host.BootID, procs: map[int]string{}}
+			host := &hostidtest.Host{Machine: fx.Classify.Host.MachineID, Boot: fx.Classify.Host.BootID, Procs: map[int]string{}}
 			for pid, start := range fx.Classify.Processes {
 				var n int
 				fmt.Sscan(pid, &n)
-				host.procs[n] = start
+				host.Procs[n] = start
 			}
 			s, err := OpenRoot(root, &TOpts{Host: host})
 			if err != nil {
@@ -209,8 +168,9 @@ func TestReferenceFixtures(t *testing.T) {
 			if fx.Quirk != "" {
 				// The reference judges a recorded owner.boot against the
 				// real machine's boot id rather than the host it was
-				// given (a quirk the fixture names). SPEC §7 judges it
-				// against the host: this owner is live, so the pair
+				// given (a quirk the fixture names). This store judges it
+				// against the host (docs/PROTOCOL.md, "Classify: where
+				// it differs from the reference"): this owner is live, so the pair
 				// stays held, untouched.
 				t.Logf("quirk: %s", fx.Quirk)
 				want.State, want.Refusal, want.ProofKind = "reserved", string(AlreadyActive), ""

@@ -20,6 +20,7 @@ import (
 	"github.com/claimstore/claimstore/claimstore/dirbackend"
 	"github.com/claimstore/claimstore/claimstore/storage"
 	"github.com/claimstore/claimstore/claimstore/vfs"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // TestClassifyMalformedBootIsNoEvidence: a record whose host boot id is not
@@ -32,7 +33,7 @@ func TestClassifyMalformedBootIsNoEvidence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "root")
-			w := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}})
+			w := openOn(t, root, &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{4100: "500"}})
 			seat, session := testKeys(t)
 			c, err := w.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500", Boot: bootA}})
 			if err != nil {
@@ -58,7 +59,7 @@ func TestClassifyMalformedBootIsNoEvidence(t *testing.T) {
 				}
 			}
 			// This boot's classifier; the owner's pid is gone.
-			s := openOn(t, root, &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{}})
+			s := openOn(t, root, &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{}})
 			res, err := s.Classify(context.Background(), seat, session, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -172,7 +173,7 @@ func TestClassifyCompletesReleaseAfterKeyMovedOn(t *testing.T) {
 
 func testMovedRelease(t *testing.T, goneY bool) {
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
+	host := &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{4100: "500", 4200: "600"}}
 	s := openOn(t, root, host)
 	seat, session := testKeys(t)
 	x := claim4100(t, s, seat, session)
@@ -184,7 +185,7 @@ func testMovedRelease(t *testing.T, goneY bool) {
 		t.Fatal(err)
 	}
 	s.barrier = nil
-	delete(host.procs, 4100) // X's supervisor died with the crash
+	delete(host.Procs, 4100) // X's supervisor died with the crash
 	// Y takes the freed seat with another session.
 	other, _ := SessionKey("sess-2")
 	y, err := s.Acquire(context.Background(), seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}})
@@ -194,7 +195,7 @@ func testMovedRelease(t *testing.T, goneY bool) {
 	if goneY {
 		// Y's supervisor died too: still, classifying X's pair must not
 		// judge Y here and spread it onto X's session.
-		delete(host.procs, 4200)
+		delete(host.Procs, 4200)
 	}
 	seatBefore, _ := s.Head(context.Background(), seat)
 
@@ -270,7 +271,7 @@ func TestGapAboveHeldHead(t *testing.T) {
 	if err := os.Remove(filepath.Join(w.KeyDir(seat), RevisionName(2))); err != nil {
 		t.Fatal(err)
 	}
-	delete(host.procs, 4100)
+	delete(host.Procs, 4100)
 	s := openOn(t, root, host)
 	res, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: mapUnits{}})
 	if err != nil {
@@ -337,10 +338,10 @@ func TestGapBelowFreeHead(t *testing.T) {
 // with cohortProof "x", cut between the keys (the seat stopped, the session
 // not), then the seat taken by another claim (owner 4200, alive) with
 // another session. before, if not nil, steps x first.
-func movedRelease(t *testing.T, before func(s *Store, x *Claim)) (root string, host *fakeHost, s *Store, seat, session Key) {
+func movedRelease(t *testing.T, before func(s *Store, x *Claim)) (root string, host *hostidtest.Host, s *Store, seat, session Key) {
 	t.Helper()
 	root = filepath.Join(t.TempDir(), "root")
-	host = &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
+	host = &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{4100: "500", 4200: "600"}}
 	s = openOn(t, root, host)
 	seat, session = testKeys(t)
 	x := claim4100(t, s, seat, session)
@@ -352,7 +353,7 @@ func movedRelease(t *testing.T, before func(s *Store, x *Claim)) (root string, h
 		t.Fatal(err)
 	}
 	s.barrier = nil
-	delete(host.procs, 4100)
+	delete(host.Procs, 4100)
 	other, _ := SessionKey("sess-2")
 	if _, err := s.Acquire(context.Background(), seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
 		t.Fatal(err)
@@ -439,7 +440,7 @@ func TestMovedReleaseFailuresAreErrors(t *testing.T) {
 	for _, which := range []string{"history unreadable", "publish fails"} {
 		t.Run(which, func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "root")
-			host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500", 4200: "600"}}
+			host := &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{4100: "500", 4200: "600"}}
 			s := openOn(t, root, host)
 			seat, session := testKeys(t)
 			x := claim4100(t, s, seat, session)
@@ -448,7 +449,7 @@ func TestMovedReleaseFailuresAreErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.barrier = nil
-			delete(host.procs, 4100)
+			delete(host.Procs, 4100)
 			other, _ := SessionKey("sess-2")
 			if _, err := s.Acquire(context.Background(), seat, other, AcquireFields{Owner: Owner{PID: 4200, Start: "600"}}); err != nil {
 				t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/claimstore/claimstore/hostid"
 )
 
 func TestOpenRoot(t *testing.T) {
@@ -664,7 +666,7 @@ func TestAcquireRefusals(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				var opts TOpts
 				if tt.host != "" {
-					opts.Host = testHost{thisHost, tt.host}
+					opts.Host = hostid.Override{Host: thisHost, Machine: tt.host}
 				}
 				s := openStore(t, newRoot(t), &opts)
 				seat, session := seatKey(t, "s"), sessionKey(t, "x")

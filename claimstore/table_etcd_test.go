@@ -44,7 +44,7 @@ func TestDecisionTableEtcd(t *testing.T) {
 	if err := w.build(dir, cases); err != nil {
 		t.Fatal(err)
 	}
-	src, err := OpenRoot(dir, &TOpts{Host: tableHost{boot: w.cur}, Now: fixedNow})
+	src, err := OpenRoot(dir, &TOpts{Host: tableHost(w.cur), Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestDecisionTableEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenRoot("etcd://"+c.Hosts()[0]+eb.Prefix(), &TOpts{Host: tableHost{boot: w.cur}, Now: fixedNow, Backend: eb})
+	s, err := OpenRoot("etcd://"+c.Hosts()[0]+eb.Prefix(), &TOpts{Host: tableHost(w.cur), Now: fixedNow, Backend: eb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,8 @@ package claimstore
 // format, classified here, and checked three ways:
 //
 //   - against modelClassify, a small executable model of the table written
-//     from ARCHITECTURE.md ("Recovery: the decision table") and SPEC §6, not
+//     from ARCHITECTURE.md ("Recovery: the decision table") and
+//     docs/PROTOCOL.md ("Classify: where it differs from the reference"), not
 //     from classify.go, which encodes the documented differences from the
 //     reference;
 //   - against the reference implementation (claim.mjs, via
@@ -37,6 +38,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // keyState is one key's head: its state and proof, or no revision, or a
@@ -285,7 +287,15 @@ func tableCases() []*tcase {
 // id where it can be read, because the reference judges a recorded
 // owner.boot against the real machine's boot, not the host it is given),
 // a fixed process table, judged from the initial PID namespace.
-type tableHost struct{ boot string }
+func tableHost(boot string) *hostidtest.Host {
+	return &hostidtest.Host{
+		Machine: testMachine,
+		Boot:    boot,
+		Procs:   tableProcs,
+		Zombies: map[int]bool{4400: true},
+		Hidden:  map[int]bool{1: true}, // pid 1 exists, its /proc entry unreadable
+	}
+}
 
 const (
 	tableOtherNS   = "4:4026532301"
@@ -293,39 +303,6 @@ const (
 )
 
 var tableProcs = map[int]string{4100: "500", 4200: "999", 4400: "500"}
-
-func (h tableHost) MachineID() (string, error) { return testMachine, nil }
-func (h tableHost) BootID() (string, error)    { return h.boot, nil }
-func (h tableHost) StartTime(pid int) (string, error) {
-	if pid == 1 {
-		return "", &fs.PathError{Op: "open", Path: "/proc/1/stat", Err: fs.ErrPermission}
-	}
-	if s, ok := tableProcs[pid]; ok {
-		return s, nil
-	}
-	return "", &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
-}
-func (h tableHost) Signal0(pid int) error {
-	if pid == 1 {
-		return unix.EPERM
-	}
-	if _, ok := tableProcs[pid]; ok {
-		return nil
-	}
-	return unix.ESRCH
-}
-func (h tableHost) ProcState(pid int) (byte, error) {
-	if _, ok := tableProcs[pid]; !ok {
-		return 0, &fs.PathError{Op: "open", Path: fmt.Sprintf("/proc/%d/stat", pid), Err: fs.ErrNotExist}
-	}
-	if pid == 4400 {
-		return 'Z', nil
-	}
-	return 'S', nil
-}
-func (h tableHost) PIDNamespace(int) (string, error) { return initialPIDNS, nil }
-
-var _ hostid.Host = tableHost{}
 
 // tableWorld is what every case shares: the current boot and an earlier
 // one.
@@ -537,8 +514,8 @@ type modelOut struct {
 	skipRef string
 }
 
-// The documented differences from the reference (ARCHITECTURE.md, "Where
-// this differs from the reference's classify"), each in the direction of
+// The documented differences from the reference (docs/PROTOCOL.md,
+// "Classify: where it differs from the reference"), each in the direction of
 // holding more, publishing less, or freeing only on a proof.
 const (
 	// A stopped head naming one of this store's boot proofs that is
@@ -605,11 +582,11 @@ func modelHeadRef(hist []hrec) mhead {
 	return modelHeadHere(hist)
 }
 
-// judgeHere is hostid's verdict on the recorded owner, as SPEC §7 and the
-// trust model describe it: invalid when malformed; gone after another boot
-// (the owner's own boot, or the record's host boot when it recorded none);
-// unknown from another PID namespace, for a zombie, without a start, or
-// when only EPERM answers; else the pid decides.
+// judgeHere is hostid's verdict on the recorded owner, as hostid/doc.go
+// and ARCHITECTURE.md's trust model describe it: invalid when malformed;
+// gone after another boot (the owner's own boot, or the record's host boot
+// when it recorded none); unknown from another PID namespace, for a zombie,
+// without a start, or when only EPERM answers; else the pid decides.
 func (w tableWorld) judgeHere(c *tcase) hostid.State {
 	if c.owner == ownInvalid {
 		return hostid.Invalid
@@ -1031,8 +1008,8 @@ func revCount(root string, k Key) int {
 }
 
 // TestDecisionTable is issue 10: the whole decision table, not examples of
-// it. See the file comment; ARCHITECTURE.md ("Crash model and how it is
-// tested") gives the dimensions and counts.
+// it. See the file comment; docs/TESTING.md ("What the crash model is
+// checked by") gives the dimensions and counts.
 func TestDecisionTable(t *testing.T) {
 	start := time.Now()
 	w := newTableWorld()
@@ -1084,7 +1061,7 @@ func TestDecisionTable(t *testing.T) {
 	}()
 
 	// This store, on its own copy of the roots, two workers.
-	s, err := OpenRoot(hereRoot, &TOpts{Host: tableHost{boot: w.cur}, Now: fixedNow})
+	s, err := OpenRoot(hereRoot, &TOpts{Host: tableHost(w.cur), Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1266,7 +1243,7 @@ func tableSlice(t *testing.T, cases []*tcase) ([]*tcase, string) {
 // reported as a warning, beside one of a gone writer that is removed.
 func TestRepairLeavesUnjudgeableTemporaries(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: testMachine, boot: bootA, procs: map[int]string{4100: "500"}}
+	host := &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{4100: "500"}}
 	s := openOn(t, root, host)
 	seat, session := testKeys(t)
 	claim4100(t, s, seat, session)

@@ -21,6 +21,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 	"github.com/claimstore/claimstore/internal/crashfs"
 	"github.com/claimstore/claimstore/internal/storetest"
 )
@@ -55,7 +56,7 @@ func storeRecords(tb testing.TB) []recSeed {
 	if err := fsys.MkdirAll("/", 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	s, err := storetest.Open("/claims", &storetest.Options{FS: fsys, Host: fixedHost{}, Now: func() time.Time { return time.Unix(1, 0) }})
+	s, err := storetest.Open("/claims", &storetest.Options{FS: fsys, Host: &hostidtest.Host{Procs: map[int]string{7: "1", os.Getpid(): "1"}}, Now: func() time.Time { return time.Unix(1, 0) }})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -88,15 +89,6 @@ func storeRecords(tb testing.TB) []recSeed {
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
-
-type fixedHost struct{}
-
-func (fixedHost) MachineID() (string, error)        { return "0123456789abcdef0123456789abcdef", nil }
-func (fixedHost) BootID() (string, error)           { return "aaaaaaaa-0000-4000-8000-00000000000a", nil }
-func (fixedHost) StartTime(pid int) (string, error) { return "1", nil }
-func (fixedHost) Signal0(pid int) error             { return nil }
-func (fixedHost) ProcState(pid int) (byte, error)   { return 'S', nil }
-func (fixedHost) PIDNamespace(int) (string, error)  { return "4:4026531836", nil }
 
 // referenceRecords returns every revision file of the reference
 // implementation's fixtures (testdata/reference), valid and damaged alike,

@@ -6,51 +6,27 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"path"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"pgregory.net/rapid"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 	"github.com/claimstore/claimstore/internal/crashfs"
 	"github.com/claimstore/claimstore/internal/storetest"
 )
 
 const modelRoot = "/var/claims"
 
-// modelHost is the machine: a boot id, and the supervisor process that
-// owns every claim while its boot lasts.
-type modelHost struct{ boot string }
+// modelHost is the machine in boot b: the supervisor process owns every
+// claim while its boot lasts.
+func modelHost(b string) *hostidtest.Host {
+	return &hostidtest.Host{Boot: b, Procs: map[int]string{supervisorPID: "500"}}
+}
 
 const supervisorPID = 4100
-
-func (h *modelHost) MachineID() (string, error) { return "0123456789abcdef0123456789abcdef", nil }
-func (h *modelHost) BootID() (string, error)    { return h.boot, nil }
-func (h *modelHost) StartTime(pid int) (string, error) {
-	if pid == supervisorPID {
-		return "500", nil
-	}
-	return "", &fs.PathError{Op: "open", Path: "/proc", Err: fs.ErrNotExist}
-}
-func (h *modelHost) Signal0(pid int) error {
-	if pid == supervisorPID {
-		return nil
-	}
-	return unix.ESRCH
-}
-func (h *modelHost) ProcState(pid int) (byte, error) {
-	if pid == supervisorPID {
-		return 'S', nil
-	}
-	return 0, &fs.PathError{Op: "open", Path: "/proc", Err: fs.ErrNotExist}
-}
-
-// PIDNamespace answers the initial PID namespace, where the supervisor's
-// claims (recorded without one) are judged.
-func (h *modelHost) PIDNamespace(int) (string, error) { return "4:4026531836", nil }
 
 type absentUnits struct{}
 
@@ -62,7 +38,7 @@ func (absentUnits) LookupUnit(_ context.Context, name string) claimstore.UnitObs
 // what the supervisor was told.
 type model struct {
 	fs    *crashfs.FS
-	host  *modelHost
+	host  *hostidtest.Host
 	store *claimstore.Store
 	boots int
 	ids   int
@@ -114,7 +90,7 @@ func (st *modelStats) String() string {
 func newModel(t *rapid.T, st *modelStats) *model {
 	named := rapid.Bool().Draw(t, "namedTemps")
 	m := &model{fs: crashfs.New(&crashfs.Options{NamedTemps: named}),
-		host: &modelHost{boot: bootID(0)}, live: map[string]*claimstore.Claim{},
+		host: modelHost(bootID(0)), live: map[string]*claimstore.Claim{},
 		holders: map[string][2]claimstore.Key{}, acked: map[string][]byte{}, marked: map[string]bool{},
 		stats: st}
 	if named {
@@ -177,7 +153,7 @@ func (m *model) settle(t *rapid.T) bool {
 	m.fs = states[rapid.IntRange(0, len(states)-1).Draw(t, "crashState")]
 	m.boots++
 	m.crashes++
-	m.host = &modelHost{boot: bootID(m.boots)}
+	m.host = modelHost(bootID(m.boots))
 	m.live = map[string]*claimstore.Claim{}
 	m.holders = map[string][2]claimstore.Key{}
 	m.open(t)
@@ -192,7 +168,7 @@ func (m *model) newID() string {
 func (m *model) acquire(t *rapid.T) {
 	pk := m.pairs[rapid.IntRange(0, len(m.pairs)-1).Draw(t, "pair")]
 	m.arm(t)
-	c, err := m.store.Acquire(context.Background(), pk[0], pk[1], claimstore.AcquireFields{ClaimID: m.newID(), Owner: claimstore.Owner{PID: supervisorPID, Start: "500", Boot: m.host.boot}})
+	c, err := m.store.Acquire(context.Background(), pk[0], pk[1], claimstore.AcquireFields{ClaimID: m.newID(), Owner: claimstore.Owner{PID: supervisorPID, Start: "500", Boot: m.host.Boot}})
 	if m.settle(t) {
 		m.stats.note("acquire cut")
 		return

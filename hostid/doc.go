@@ -79,5 +79,6 @@
 //
 // The Host interface is the seam for tests: System reads this machine,
 // FromFiles reads the ids from other files, and Override presents another
-// machine id or boot id on top of any Host.
+// machine id or boot id on top of any Host; hostid/hostidtest is a whole
+// machine made up for tests (ids and a process table, nothing read here).
 package hostid

@@ -3,12 +3,12 @@ package unitctl_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,28 +23,41 @@ import (
 	"github.com/claimstore/claimstore/unitprobe"
 )
 
-var (
-	mgr    *systemdtest.Manager
-	mgrErr error
-)
+func TestMain(m *testing.M) { systemdtest.Main(m) }
 
-func TestMain(m *testing.M) {
-	mgr, mgrErr = systemdtest.StartManager()
-	code := m.Run()
-	if mgr != nil {
-		if err := mgr.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping systemd --user:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+// shared is the connection of the tests that can share one: they use the
+// package's manager and leave the connection open. A test that closes its
+// connection (a supervisor's death, the references it drops) dials its own.
+var shared struct {
+	once sync.Once
+	um   *unitctl.Manager
+	err  error
 }
 
-// dial returns a unitctl.Manager on the package's real systemd user
-// manager (skipping, or failing under CI, when it could not start).
+// share returns the package's real systemd user manager (skipping, or
+// failing under CI, when it could not start) and the shared connection to
+// it, dialed by the first test that asks; it ends when Main stops the
+// manager.
+func share(t *testing.T) (*systemdtest.Manager, *unitctl.Manager) {
+	t.Helper()
+	m := systemdtest.Shared(t)
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shared.um, shared.err = unitctl.Dial(ctx, &unitprobe.Options{User: true, Address: m.Address})
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return m, shared.um
+}
+
+// dial returns a connection of the test's own (closed at its end) to the
+// package's real systemd user manager (skipping, or failing under CI, when
+// it could not start).
 func dial(t *testing.T) (*systemdtest.Manager, *unitctl.Manager) {
 	t.Helper()
-	m := systemdtest.Require(t, mgr, mgrErr)
+	m := systemdtest.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	um, err := unitctl.Dial(ctx, &unitprobe.Options{User: true, Address: m.Address})
@@ -197,7 +210,7 @@ func waitUnit(t *testing.T, m *systemdtest.Manager, unit, state string) {
 // process of its control group are stopped, and the claim is released
 // with the proof.
 func TestStopOnSystemd(t *testing.T) {
-	m, um := dial(t)
+	m, um := share(t)
 	f := newFixture(t)
 	owner, _ := f.s.Self(1)
 	run, err := lifecycle.Acquire(context.Background(), f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
@@ -373,7 +386,7 @@ func TestAdoptAfterUnobservedEnd(t *testing.T) {
 // A recorded invocation the manager cannot account for (not loaded, no
 // control group recorded) is not proven over: the claim stays held.
 func TestAttachUnprovable(t *testing.T) {
-	_, um := dial(t)
+	_, um := share(t)
 	_, err := um.Attach(context.Background(), lifecycle.Recorded{Unit: "mosaic-chat-c0000000000000000000000ff.service", InvocationID: strings.Repeat("ab", 16)})
 	if err == nil || !strings.Contains(err.Error(), "not proven over") {
 		t.Fatalf("Attach: %v; want not proven over", err)
@@ -490,7 +503,7 @@ func TestWaitBusLost(t *testing.T) {
 // the claim is released with a no-unit proof naming the unit in the way.
 // Before, the start failed after the marker and the claim stayed held.
 func TestUnitNameInUse(t *testing.T) {
-	m, um := dial(t)
+	m, um := share(t)
 	f := newFixture(t)
 	owner, _ := f.s.Self(1)
 	run, err := lifecycle.Acquire(context.Background(), f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})
@@ -523,7 +536,7 @@ func TestUnitNameInUse(t *testing.T) {
 // Spec.KillAfter is the unit's stop timeout: a writer that ignores SIGTERM
 // is killed by the manager once it has passed, and the stop ends.
 func TestKillAfterOnSystemd(t *testing.T) {
-	m, um := dial(t)
+	m, um := share(t)
 	f := newFixture(t)
 	owner, _ := f.s.Self(1)
 	run, err := lifecycle.Acquire(context.Background(), f.s, f.seat, f.session, claimstore.AcquireFields{Owner: owner})

@@ -22,28 +22,13 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-var (
-	mgr    *systemdtest.Manager
-	mgrErr error
-)
-
-func TestMain(m *testing.M) {
-	mgr, mgrErr = systemdtest.StartManager()
-	code := m.Run()
-	if mgr != nil {
-		if err := mgr.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping systemd --user:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { systemdtest.Main(m) }
 
 // manager returns the package's real systemd user manager (skipping, or
 // failing under CI, when it could not start) and options that reach it.
 func manager(t *testing.T) (*systemdtest.Manager, *unitprobe.Options) {
 	t.Helper()
-	m := systemdtest.Require(t, mgr, mgrErr)
+	m := systemdtest.Shared(t)
 	return m, &unitprobe.Options{User: true, Address: m.Address, Timeout: 10 * time.Second}
 }
 

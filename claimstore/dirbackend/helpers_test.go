@@ -17,15 +17,12 @@ func newRoot(t testing.TB) string {
 
 // testHost presents a fixed machine id and boot id over the real host (so
 // process identities are real).
-type testHost struct{ hostid.Host }
-
-func (testHost) MachineID() (string, error) { return "0123456789abcdef0123456789abcdef", nil }
-func (testHost) BootID() (string, error)    { return "11111111-2222-3333-4444-555555555555", nil }
+var testHost = hostid.Override{Host: hostid.System, Machine: "0123456789abcdef0123456789abcdef", Boot: "11111111-2222-3333-4444-555555555555"}
 
 // openStore returns a store on the backend, with the test host.
 func openStore(t testing.TB, be *Backend) *claimstore.Store {
 	t.Helper()
-	s, err := claimstore.New(be, &claimstore.Options{Host: testHost{hostid.System}})
+	s, err := claimstore.New(be, &claimstore.Options{Host: testHost})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,9 @@
 // late), or partition the client altogether, so that tests can lose replies
 // in flight as a network does.
 //
+// Under -short, Start and StartTLS skip the test with the reason (LeftOut),
+// except when CI is set: CI runs every etcd test.
+//
 // Caveat: a port is chosen free and then bound by etcd; another process can
 // take it in between, and the start then fails (it never silently uses
 // another server).

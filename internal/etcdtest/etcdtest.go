@@ -40,9 +40,27 @@ type Cluster struct {
 
 var counter atomic.Uint64
 
+// ShortEnv names the environment variable that, set to "run", keeps the
+// etcd tests running under -short: internal/mutate sets it, because its
+// runs are -short and the core's mutants that only an etcd test reaches
+// (a backend without the directory backend's capabilities) must still be
+// killed.
+const ShortEnv = "CLAIMSTORE_TEST_ETCD_SHORT"
+
+// LeftOut says why a test that starts etcd is left out, or "" when it
+// runs: under -short (a cluster costs seconds to start and elect), unless
+// CI is set (CI always runs them) or ShortEnv is "run".
+func LeftOut() string {
+	if !testing.Short() || os.Getenv("CI") != "" || os.Getenv(ShortEnv) == "run" {
+		return ""
+	}
+	return "-short: the tests on a real etcd cluster are left out (CI runs them; " + ShortEnv + "=run keeps them)"
+}
+
 // Start starts an n-member cluster (n = 1 or 3 usually) and waits until it
 // serves. It fails the test if it cannot: etcd is linked in, so nothing
-// outside the test is needed and nothing is skipped.
+// outside the test is needed. Under -short it skips the test instead, as
+// LeftOut says; never when CI is set.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
 	return startWith(t, n, nil)
@@ -50,6 +68,9 @@ func Start(t testing.TB, n int) *Cluster {
 
 func startWith(t testing.TB, n int, tlsFiles *TLSFiles) *Cluster {
 	t.Helper()
+	if why := LeftOut(); why != "" {
+		t.Skip(why)
+	}
 	c := &Cluster{t: t, tls: tlsFiles}
 	token := fmt.Sprintf("claimstore-test-%d-%d", os.Getpid(), counter.Add(1))
 	base := t.TempDir()

@@ -13,6 +13,12 @@
 // systemd; it exists only in the manager's namespace. The manager's bus
 // (a dbus-daemon it socket-activates) answers at Manager.Address.
 //
+// A package's tests share one manager, started by the first test that asks
+// (Shared) and stopped after the last (Main, as the package's TestMain),
+// rather than a manager per test, each started and waited for. A test that
+// stops, kills or replaces its manager starts its own with Start, stopped
+// in its Cleanup.
+//
 // Starting needs root (for the mount namespace), unshare and
 // /lib/systemd/systemd. Where they are missing, tests skip with the reason;
 // when the environment variable CI is non-empty they fail instead, so that

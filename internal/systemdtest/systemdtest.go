@@ -20,6 +20,8 @@ import (
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+
+	"github.com/claimstore/claimstore/unitprobe"
 )
 
 // SystemdPath is the systemd binary that runs the manager.
@@ -193,23 +195,10 @@ func (m *Manager) systemState() (string, error) {
 
 // Connect returns a go-systemd connection to the manager over its bus. The
 // connection is closed when ctx ends; tests use it to inspect or drive the
-// manager directly.
+// manager directly. The bus is dialed as the code under test dials it
+// (unitprobe.DialBus), so a test sees the handshake production makes.
 func (m *Manager) Connect(ctx context.Context) (*sdbus.Conn, error) {
-	return sdbus.NewConnection(func() (*dbus.Conn, error) {
-		c, err := dbus.Dial(m.Address, dbus.WithContext(ctx))
-		if err != nil {
-			return nil, err
-		}
-		if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-			c.Close()
-			return nil, err
-		}
-		if err := c.Hello(); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return c, nil
-	})
+	return sdbus.NewConnection(func() (*dbus.Conn, error) { return unitprobe.DialBus(ctx, m.Address) })
 }
 
 // Env is the environment under which systemctl --user and systemd-run
@@ -418,23 +407,48 @@ func Start(t testing.TB) *Manager {
 	return m
 }
 
-// Require is for a manager shared by a package's tests, started once in
-// TestMain with StartManager: it returns m, or skips (fails with CI set)
-// with startErr when the start failed.
+// shared is the manager of Main and Shared: started by the first test
+// that asks for it, stopped by Main after the last.
+var shared struct {
+	once sync.Once
+	m    *Manager
+	err  error
+}
+
+// Main runs a package's tests and then stops the manager Shared started,
+// if any; a failure to stop fails the binary. Call it as the package's
+// TestMain:
 //
-//	var mgr *systemdtest.Manager
-//	var mgrErr error
+//	func TestMain(m *testing.M) { systemdtest.Main(m) }
 //
-//	func TestMain(m *testing.M) {
-//		mgr, mgrErr = systemdtest.StartManager()
-//		code := m.Run()
-//		if mgr != nil {
-//			mgr.Stop()
-//		}
-//		os.Exit(code)
-//	}
-//
-//	func TestX(t *testing.T) { m := systemdtest.Require(t, mgr, mgrErr); ... }
+// A test binary whose tests never ask for the manager (run with -run, or
+// -short where they skip) never starts one.
+func Main(m *testing.M) {
+	code := m.Run()
+	if shared.m != nil {
+		if err := shared.m.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping systemd --user:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Shared returns the one manager of the test binary, starting it on the
+// first call; where it cannot start, every test that asks skips with the
+// reason (fails with CI set), and the start is not retried. Tests sharing
+// it must leave it running and answering (stopping a unit of their own is
+// fine); a test that kills, stops or replaces its manager uses Start.
+// The package's TestMain must be Main, which stops it.
+func Shared(t testing.TB) *Manager {
+	t.Helper()
+	shared.once.Do(func() { shared.m, shared.err = StartManager() })
+	return Require(t, shared.m, shared.err)
+}
+
+// Require returns m, a manager a test did not start itself (Shared's),
+// failing the test when it has exited, or skips (fails with CI set) with
+// startErr when m is nil because the start failed.
 func Require(t testing.TB, m *Manager, startErr error) *Manager {
 	t.Helper()
 	if m == nil {

@@ -5,12 +5,27 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
+func TestMain(m *testing.M) { Main(m) }
+
+// The shared manager is one per test binary: every call returns the
+// manager the first one started, running.
+func TestSharedIsStartedOnce(t *testing.T) {
+	a, b := Shared(t), Shared(t)
+	if a != b {
+		t.Fatalf("Shared started two managers, pids %d and %d", a.PID, b.PID)
+	}
+	if err := syscall.Kill(a.PID, 0); err != nil {
+		t.Fatalf("the shared manager pid %d: %v", a.PID, err)
+	}
+}
+
 func TestManagerRunsUnits(t *testing.T) {
-	m := Start(t)
+	m := Shared(t)
 	if fi, err := os.Stat(m.RuntimeDir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("runtime dir %s: %v, mode %v; want 0700", m.RuntimeDir, err, fi.Mode())
 	}
