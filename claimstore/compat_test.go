@@ -254,7 +254,7 @@ func writeFile0400(name, content string) error { return os.WriteFile(name, []byt
 func TestCompatPrunedRoot(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: compatMachine, boot: compatBoot, procs: map[int]string{4100: "88001"}}
+	host := &hostidtest.Host{Machine: compatMachine, Boot: compatBoot, Procs: map[int]string{4100: "88001"}}
 	clk := newClock()
 	s, err := OpenRoot(root, &TOpts{Host: host, Now: clk.now})
 	if err != nil {

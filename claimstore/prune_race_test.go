@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
 // pruneFixture is a root with one old, free pair (seat s, session x: a
@@ -185,7 +187,7 @@ func TestPruneAtEveryAcquirePoint(t *testing.T) {
 func TestPruneWaitsForReferenceBetweenKeys(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: compatMachine, boot: compatBoot, procs: map[int]string{4100: "88001"}}
+	host := &hostidtest.Host{Machine: compatMachine, Boot: compatBoot, Procs: map[int]string{4100: "88001"}}
 	clk := newClock()
 	s, err := OpenRoot(root, &TOpts{Host: host, Now: clk.now})
 	if err != nil {
@@ -252,7 +254,7 @@ func TestPruneWaitsForReferenceBetweenKeys(t *testing.T) {
 func TestPruneBeatsReferenceLink(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "root")
-	host := &fakeHost{machine: compatMachine, boot: compatBoot, procs: map[int]string{4100: "88001"}}
+	host := &hostidtest.Host{Machine: compatMachine, Boot: compatBoot, Procs: map[int]string{4100: "88001"}}
 	clk := newClock()
 	s, err := OpenRoot(root, &TOpts{Host: host, Now: clk.now})
 	if err != nil {
