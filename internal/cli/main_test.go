@@ -35,7 +35,7 @@ func main1() {
 // kinds of root in one binary (the hand-over from claimctl to claimctl-etcd
 // has its own tests, handover_test.go).
 var testOptions = &Options{OpenEtcd: func(ctx context.Context, root string, c EtcdConn) (claimstore.Backend, error) {
-	return etcdbackend.Open(ctx, root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
+	return etcdbackend.Open(ctx, root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, User: c.User, Password: c.Password, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
 }}
 
 func TestMain(m *testing.M) {
