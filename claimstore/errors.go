@@ -29,6 +29,11 @@ var (
 	// copy to remove.
 	ErrNothingStaged = storage.ErrNothingStaged
 
+	// ErrCannotWatch is returned by Store.Watch when the backend has no
+	// storage.Watcher (the directory backend: claimctl waits on it with
+	// inotify).
+	ErrCannotWatch = storage.ErrCannotWatch
+
 	// ErrUnsafeRoot is returned by the directory backend (dirbackend.Open,
 	// and before a first write) when the claim root is a symlink, not a
 	// directory, or writable by another user: a root that cannot promise

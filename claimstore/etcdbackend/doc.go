@@ -55,6 +55,40 @@
 // anything else and can be removed when no publish of that backend is
 // running.
 //
+// # Errors etcd gives in production
+//
+// This package's sentinels, each wrapped with the key in an *fs.PathError
+// whose message says what to do: ErrNotPublished (above), ErrNoSpace,
+// ErrAccessDenied and ErrUnavailable; and *IndeterminateError.
+//
+//   - Space quota (NOSPACE, `mvcc: database space exceeded`). etcd answers
+//     NOSPACE only once the request is over: its API's quota check and,
+//     while the alarm is raised, its capped applier refuse a transaction
+//     unapplied, but its quota applier applies one that passed the check
+//     and then reports NOSPACE. So a publish answered NOSPACE is read back
+//     once (reads work under the alarm): ours is published, another's a
+//     lost race, absent is not published, for good — no fence is needed
+//     (and none could be put). The error (ErrNoSpace) says to compact,
+//     defragment and disarm the alarm. A step cut between its keys by it
+//     is reported by claimctl with the command that finishes it.
+//   - Access control. A transaction refused for permission is refused
+//     before it is applied: not published, said at once (ErrAccessDenied,
+//     naming the user, the prefix and the role it needs); a read-back
+//     refused the same way makes a lost reply indeterminate at once.
+//     Open authenticates (Config.User, Config.Password): a wrong password
+//     fails there. An expired client certificate is refused before
+//     connecting, naming when it expired; one the cluster's CA did not
+//     sign is named when the cluster refuses it.
+//   - No quorum, every member unreachable. Every request requires a
+//     leader (clientv3.WithRequireLeader): a member without one refuses it
+//     at once, before proposing it. A read is retried by the client until
+//     the request timeout, a transaction by this package (an election ends
+//     within it); then the request fails with ErrUnavailable and a survey
+//     of every endpoint (unreachable, up without a leader, up with one).
+//     A lost reply whose read-back finds no member with a leader is
+//     indeterminate at once, with that survey, rather than at
+//     ResolveTimeout: nothing is guessed, and the next read decides.
+//
 // # Caveats
 //
 // The directory backend's trust checks (ownership and modes of every

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -34,6 +35,9 @@ type Options struct {
 	// Root is the root's name in errors and findings, an etcd:// URL.
 	// Default: etcd://ENDPOINTS/PREFIX from the client's endpoints.
 	Root string
+	// User names the etcd user the client authenticates as, for messages
+	// only (the client carries the credentials). Default: none.
+	User string
 }
 
 // Backend is the etcd backend: a claim root under a key prefix of an etcd
@@ -47,6 +51,7 @@ type Backend struct {
 	timeout  time.Duration
 	resolve  time.Duration
 	pageSize int64
+	user     string // the etcd user, for messages
 
 	owned bool // the client was made by Open: Close closes it
 
@@ -73,7 +78,7 @@ func New(cli *clientv3.Client, prefix string, opts *Options) (*Backend, error) {
 	if !strings.HasPrefix(p, "/") || p == "" || strings.Contains(p, "//") || strings.ContainsAny(p, "\x00") {
 		return nil, fmt.Errorf("etcdbackend: key prefix %q: want a path such as /claims (a leading /, no empty or NUL component); the whole keyspace is never used as a root", prefix)
 	}
-	b := &Backend{cli: cli, root: opts.Root, prefix: p, timeout: opts.RequestTimeout, resolve: opts.ResolveTimeout, pageSize: opts.PageSize}
+	b := &Backend{cli: cli, root: opts.Root, prefix: p, timeout: opts.RequestTimeout, resolve: opts.ResolveTimeout, pageSize: opts.PageSize, user: opts.User}
 	if b.root == "" {
 		var hosts []string
 		for _, ep := range cli.Endpoints() {
@@ -130,9 +135,14 @@ const ProofDir = "proofs"
 const fenceDir = "fences"
 
 // ctx is one request's context: the caller's, bounded by RequestTimeout,
-// so that cancelling the operation cancels what is in flight.
+// so that cancelling the operation cancels what is in flight. Every request
+// requires a leader: a member without one refuses it at once (a read is
+// tried again by the client, on any member, until the timeout; a
+// transaction by txnLeader) rather than holding it, so that a cluster
+// without a quorum is found out within the timeout, and a watch is cut
+// when its member loses its leader.
 func (b *Backend) ctx(parent context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(parent, b.timeout)
+	return context.WithTimeout(clientv3.WithRequireLeader(parent), b.timeout)
 }
 
 func pathErr(op, key string, err error) error { return &fs.PathError{Op: op, Path: key, Err: err} }
@@ -151,7 +161,7 @@ func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, er
 	resp, err := b.cli.Get(rctx, dir+storage.RevisionName(1), clientv3.WithRange(dir+storage.RevisionName(storage.MaxRevision)+"\x00"),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
-		return 0, nil, pathErr("read head", dir, err)
+		return 0, nil, b.reqErr(ctx, "read head", dir, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return 0, nil, nil
@@ -202,7 +212,7 @@ func (b *Backend) get(ctx context.Context, key string) ([]byte, error) {
 	defer cancel()
 	resp, err := b.cli.Get(rctx, key)
 	if err != nil {
-		return nil, pathErr("read", key, err)
+		return nil, b.reqErr(ctx, "read", key, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, pathErr("read", key, fs.ErrNotExist)
@@ -226,7 +236,7 @@ func (b *Backend) keys(ctx context.Context, dir string, each func(rest string) (
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(b.pageSize))
 		cancel()
 		if err != nil {
-			return pathErr("list", dir, err)
+			return b.reqErr(ctx, "list", dir, err)
 		}
 		next := ""
 		for _, kv := range resp.Kvs {
@@ -471,8 +481,13 @@ func (b *Backend) rotateFence(old string) {
 // sees it) or will fail its compare whenever it arrives: absent is then
 // final. The fence is replaced by a new id for later transactions.
 //
-// Every error of the transaction is treated as indeterminate: resolving a
-// definite failure by reading back costs a read and is never wrong.
+// Every other error of the transaction is treated as indeterminate:
+// resolving a definite failure by reading back costs a read and is never
+// wrong. Three answers are decided at once, from what etcd guarantees of
+// them: NOSPACE (decideRefusedForSpace: one read), a refusal of access
+// control (checked before the transaction is applied: not published), and
+// no leader after the request timeout (txnLeader: refused before it was
+// proposed, so not published; the cluster has no quorum).
 func (b *Backend) create(ctx context.Context, key string, data []byte) error {
 	return b.createOver(ctx, key, data, nil)
 }
@@ -482,9 +497,15 @@ func (b *Backend) createOver(ctx context.Context, key string, data []byte, g *pr
 	var cause error
 	for attempt := 0; attempt < 3; attempt++ {
 		fence := b.currentFence()
-		rctx, cancel := b.ctx(ctx)
-		resp, err := b.createTxn(rctx, key, data, fence, g)
-		cancel()
+		resp, err := b.txnLeader(ctx, key, data, fence, g)
+		switch {
+		case err != nil && isNoSpace(err):
+			return b.decideRefusedForSpace(ctx, key, data, err)
+		case err != nil && isAccess(err):
+			return b.accessErr("publish", key, err)
+		case errors.Is(err, rpctypes.ErrNoLeader):
+			return pathErr("publish", key, fmt.Errorf("%w: not published (refused before it was proposed, for want of a leader, for %v): %s", ErrUnavailable, b.timeout, b.diagnose()))
+		}
 		if err == nil {
 			if resp.Succeeded {
 				return nil
@@ -547,6 +568,20 @@ func (b *Backend) resolveLost(ctx context.Context, key string, data []byte, fenc
 		resp, err := b.cli.Get(rctx, key)
 		cancel()
 		switch {
+		case err != nil && isAccess(err):
+			// Reading back is refused, and will be until an operator
+			// changes the roles: undecided, said now.
+			return false, &IndeterminateError{Key: key, Cause: cause, Last: b.accessErr("read", key, err)}
+		case err != nil && ctx.Err() == nil && isUnavailable(err):
+			// The read was tried for a whole request timeout. A cluster
+			// none of whose members knows a leader cannot decide it
+			// before an operator restores a quorum: undecided, said now
+			// rather than at the resolve deadline. One with a leader
+			// (an election just ended, a slow member) is read again.
+			if lost, words := b.quorumLost(); lost {
+				return false, &IndeterminateError{Key: key, Cause: cause, Last: fmt.Errorf("%w: %s (%v)", ErrUnavailable, words, err)}
+			}
+			last = err
 		case err != nil:
 			last = err
 		case len(resp.Kvs) > 0 && bytes.Equal(resp.Kvs[0].Value, data):
@@ -564,6 +599,19 @@ func (b *Backend) resolveLost(ctx context.Context, key string, data []byte, fenc
 				b.rotateFence(fence)
 				continue // read once more, now final
 			}
+			if isNoSpace(err) || isAccess(err) {
+				// The fence cannot be put (a full cluster refuses every
+				// write; a role may lack the fences' keys), so absent
+				// cannot be made final: undecided until an operator acts.
+				// A NOSPACE put may still have been applied (see
+				// decideRefusedForSpace): then it is the fence.
+				if fr, ferr := b.getFence(ctx, fence); ferr == nil && fr {
+					fenced = true
+					b.rotateFence(fence)
+					continue
+				}
+				return false, &IndeterminateError{Key: key, Cause: cause, Last: b.reqErr(ctx, "put fence", b.fenceKey(fence), err)}
+			}
 			last = err
 		}
 		select {
@@ -571,4 +619,15 @@ func (b *Backend) resolveLost(ctx context.Context, key string, data []byte, fenc
 		case <-ctx.Done():
 		}
 	}
+}
+
+// getFence reports whether fence's key exists.
+func (b *Backend) getFence(ctx context.Context, fence string) (bool, error) {
+	rctx, cancel := b.ctx(ctx)
+	defer cancel()
+	resp, err := b.cli.Get(rctx, b.fenceKey(fence), clientv3.WithKeysOnly())
+	if err != nil {
+		return false, err
+	}
+	return len(resp.Kvs) > 0, nil
 }

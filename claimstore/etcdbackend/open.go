@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"strings"
 	"time"
 
@@ -45,6 +46,12 @@ type Config struct {
 	// RequestTimeout bounds each request (Options.RequestTimeout).
 	// Default: 5s.
 	RequestTimeout time.Duration
+	// User and Password authenticate to a cluster with access control
+	// enabled, as etcdctl's --user NAME:PASSWORD: the user's roles must
+	// let it read and write the prefix. A Password is never shown in an
+	// error. Without a User, the client certificate's common name is the
+	// user (etcd's --client-cert-auth), or there is none.
+	User, Password string
 }
 
 // Open connects to the cluster of an etcd root URL and returns its
@@ -66,29 +73,38 @@ func Open(ctx context.Context, root string, cfg *Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: dial, TLS: tlsCfg, Logger: zap.NewNop()})
+	if cfg.Password != "" && cfg.User == "" {
+		return nil, errors.New("etcd root " + root + ": a password was given without a user: give the user too (--user NAME)")
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: dial, TLS: tlsCfg, Logger: zap.NewNop(), Username: cfg.User, Password: cfg.Password})
 	if err != nil {
-		return nil, fmt.Errorf("etcd root %s: cannot connect to %s within %v: %w", root, strings.Join(endpoints, ","), dial, err)
+		if isAccess(err) {
+			// clientv3.New authenticates: a wrong password or an
+			// unknown user fails here.
+			return nil, fmt.Errorf("etcd root %s: %w: authenticating as user %s failed: wrong user name or password, or no such user (%v)", root, ErrAccessDenied, cfg.User, err)
+		}
+		return nil, fmt.Errorf("etcd root %s: cannot connect to %s within %v: %w%s", root, strings.Join(endpoints, ","), dial, err, tlsHint(err, cfg))
 	}
 	// clientv3.New returns before any endpoint answered; a status
 	// request tells a dead cluster apart at once rather than at the
 	// first read.
-	ctx, cancel := context.WithTimeout(ctx, dial)
-	defer cancel()
-	var reached error = errors.New("no endpoint answered")
-	for _, ep := range endpoints {
-		if _, err := cli.Status(ctx, ep); err == nil {
-			reached = nil
-			break
-		} else {
-			reached = err
-		}
-	}
+	// Every endpoint is asked at once, and the first answer will do: a
+	// dead member listed first must not use up the time of the others
+	// (a status request waits for its endpoint until the deadline).
+	reached := firstAnswer(ctx, cli, endpoints, dial)
 	if reached != nil {
 		cli.Close()
-		return nil, fmt.Errorf("etcd root %s: no endpoint of %s answered within %v: %w", root, strings.Join(endpoints, ","), dial, reached)
+		if tlsCfg != nil {
+			// gRPC retries a failed handshake until the deadline and
+			// reports only the deadline: shake hands once more, alone,
+			// to find what the cluster said.
+			if perr := probeTLS(endpoints[0], tlsCfg, dial); perr != nil {
+				reached = fmt.Errorf("%w (a TLS handshake with %s: %v)", reached, endpoints[0], perr)
+			}
+		}
+		return nil, fmt.Errorf("etcd root %s: no endpoint of %s answered within %v: %w%s", root, strings.Join(endpoints, ","), dial, reached, tlsHint(reached, cfg))
 	}
-	b, err := New(cli, prefix, &Options{RequestTimeout: cfg.RequestTimeout, Root: root})
+	b, err := New(cli, prefix, &Options{RequestTimeout: cfg.RequestTimeout, Root: root, User: cfg.User})
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -138,6 +154,17 @@ func tlsConfig(cfg *Config) (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("etcd TLS: --cert %s / --key %s: %w", cfg.Cert, cfg.Key, err)
 		}
+		// The cluster would refuse an expired certificate with a bare
+		// "bad certificate": say which and when, before connecting.
+		if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
+			now := time.Now()
+			switch {
+			case now.After(leaf.NotAfter):
+				return nil, fmt.Errorf("etcd TLS: --cert %s expired at %s (subject %q): the cluster refuses it; renew it (a certificate from the cluster's CA, for this supervisor's identity)", cfg.Cert, leaf.NotAfter.UTC().Format(time.RFC3339), leaf.Subject.CommonName)
+			case now.Before(leaf.NotBefore):
+				return nil, fmt.Errorf("etcd TLS: --cert %s is not valid before %s (subject %q): check this machine's clock, or wait", cfg.Cert, leaf.NotBefore.UTC().Format(time.RFC3339), leaf.Subject.CommonName)
+			}
+		}
 		t.Certificates = []tls.Certificate{pair}
 	}
 	return t, nil
@@ -159,4 +186,80 @@ func readPEM(name string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("more than %d bytes: not a certificate or key", maxPEM)}
 	}
 	return b, nil
+}
+
+// probeTLS shakes hands with endpoint and waits briefly for what the
+// server says: a server that refuses the client's certificate sends an
+// alert (under TLS 1.3 after the handshake, so it is read). nil means
+// nothing went wrong within the time.
+func probeTLS(endpoint string, cfg *tls.Config, timeout time.Duration) error {
+	c := cfg.Clone()
+	if host, _, err := net.SplitHostPort(endpoint); err == nil && c.ServerName == "" {
+		c.ServerName = host
+	}
+	c.NextProtos = []string{"h2"}
+	d := &net.Dialer{Timeout: min(timeout, 2*time.Second)}
+	conn, err := tls.DialWithDialer(d, "tcp", endpoint, c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(min(timeout, time.Second)))
+	var b [1]byte
+	if _, err := conn.Read(b[:]); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// tlsHint says what a TLS failure to connect means, or "".
+func tlsHint(err error, cfg *Config) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "bad certificate") || strings.Contains(msg, "unknown certificate authority") || strings.Contains(msg, "certificate required"):
+		if cfg.Cert == "" {
+			return "; the cluster requires a client certificate: give --cert and --key"
+		}
+		return fmt.Sprintf("; the cluster refused the client certificate %s: it is not signed by a CA the cluster trusts (its --trusted-ca-file), or was revoked; use a certificate the cluster's CA issued for this supervisor", cfg.Cert)
+	case strings.Contains(msg, "certificate signed by unknown authority") || strings.Contains(msg, "x509:"):
+		if cfg.CACert == "" {
+			return "; the cluster's certificate is not trusted by this machine: give --cacert with the CA that signed it"
+		}
+		return fmt.Sprintf("; the cluster's certificate does not verify against --cacert %s: give the CA that signed the cluster's certificates", cfg.CACert)
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "; the cluster serves plain TCP: drop --cacert, --cert and --key (or use the cluster's TLS port)"
+	case strings.Contains(msg, "connection reset") || strings.Contains(msg, "EOF") && cfg.CACert == "" && cfg.Cert == "":
+		return "; if the cluster serves TLS, give --cacert (and --cert and --key for client authentication)"
+	}
+	return ""
+}
+
+// firstAnswer asks every endpoint for its status at once and returns nil
+// as soon as one answers, or the last error when none does within dial.
+// A refusal of access control (Status needs an authenticated user) is an
+// answer: the first request then says what to do.
+func firstAnswer(ctx context.Context, cli *clientv3.Client, endpoints []string, dial time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, dial)
+	defer cancel()
+	errs := make(chan error, len(endpoints))
+	for _, ep := range endpoints {
+		go func() {
+			_, err := cli.Status(ctx, ep)
+			if isAccess(err) {
+				err = nil
+			}
+			errs <- err
+		}()
+	}
+	var last error
+	for range endpoints {
+		if last = <-errs; last == nil {
+			return nil
+		}
+	}
+	return last
 }

@@ -42,7 +42,7 @@ func (b *Backend) checkCopy(ctx context.Context) error {
 	defer cancel()
 	resp, err := b.cli.Get(rctx, b.markKey(), clientv3.WithKeysOnly())
 	if err != nil {
-		return pathErr("read", b.markKey(), err)
+		return b.reqErr(ctx, "read", b.markKey(), err)
 	}
 	if len(resp.Kvs) > 0 {
 		return pathErr("open", b.prefix, fmt.Errorf("%w: claimctl copy began copying a root here and did not finish (its mark %s is there), so keys of the source may be missing; finish it by running the same claimctl copy again, or remove it with `claimctl copy --abort --to etcd://…%s`", storage.ErrUnfinishedCopy, b.markKey(), b.prefix))

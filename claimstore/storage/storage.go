@@ -64,6 +64,11 @@ var ErrNotEmpty = errors.New("the destination is not empty")
 // there would read free while the source holds it.
 var ErrUnfinishedCopy = errors.New("the root is an unfinished copy")
 
+// ErrCannotWatch is returned by the store's Watch when its backend has no
+// Watcher: the caller waits by its own means (claimctl watches a
+// directory root's key directories with inotify), or reads again.
+var ErrCannotWatch = errors.New("this backend cannot watch keys")
+
 // ErrNothingStaged is returned by Stager.Unstage when no unfinished copy
 // is there to remove.
 var ErrNothingStaged = errors.New("no unfinished copy to remove")
@@ -114,8 +119,8 @@ var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, B
 // by reading back, never guessed). The methods are safe for concurrent use.
 //
 // Optional capabilities are the named interfaces below (Censuser,
-// OwnHeadChecker, WalkSyncer, Stager, LayoutChecker), found by assertion;
-// each says what the store does without it.
+// OwnHeadChecker, WalkSyncer, Stager, LayoutChecker, Watcher), found by
+// assertion; each says what the store does without it.
 type Backend interface {
 	// Root names the root as a person gives it: a directory's path, or an
 	// etcd:// URL.
@@ -464,4 +469,34 @@ type Sweeper interface {
 // none.
 type ArchiveLocator interface {
 	ArchiveDir() string
+}
+
+// Watcher is an optional capability: waiting without polling until a
+// revision may have been added under some keys. Without it the store's
+// Watch returns ErrCannotWatch, and a caller that waits uses its own
+// means (claimctl: inotify on a directory root's key directories).
+type Watcher interface {
+	// WatchLocs starts watching locs' histories from now: everything
+	// published under them after it returns, and possibly some of what
+	// was published just before, wakes a Wait. So a caller that watches,
+	// then reads, then waits misses nothing between its read and its
+	// wait.
+	WatchLocs(ctx context.Context, locs ...Loc) (Watch, error)
+}
+
+// Watch is a wait on keys' histories, made by Watcher.WatchLocs. What it
+// reports is a hint, never a decision: after every Wait the caller reads
+// again and decides on what it read.
+type Watch interface {
+	// Wait returns nil when something under the keys may have changed
+	// since the watch began or the previous Wait returned (a wake-up may
+	// be spurious, and a change seen by an earlier read may wake it
+	// once more); ctx's error when ctx ends first; another error when
+	// the watch cannot go on (the backend could not watch anew after
+	// losing its watch). A watch that was lost and made again (a
+	// compacted history, a member gone) wakes Wait, so that the caller
+	// reads again: what happened in between is in what it reads.
+	Wait(ctx context.Context) error
+	// Close ends the watch.
+	Close() error
 }

@@ -12,5 +12,5 @@ import (
 func main() { os.Exit(cli.Main(&cli.Options{OpenEtcd: openEtcd})) }
 
 func openEtcd(ctx context.Context, root string, c cli.EtcdConn) (claimstore.Backend, error) {
-	return etcdbackend.Open(ctx, root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
+	return etcdbackend.Open(ctx, root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, User: c.User, Password: c.Password, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
 }

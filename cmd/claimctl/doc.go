@@ -22,7 +22,8 @@
 //
 // where PAIR is --seat S --project P --workspace W --session ID, and CONN
 // are the connection flags of an etcd root: [--cacert FILE] [--cert FILE
-// --key FILE] [--dial-timeout D] [--command-timeout D].
+// --key FILE] [--user NAME[:PASSWORD]] [--password PASSWORD]
+// [--dial-timeout D] [--command-timeout D].
 //
 // The claim root is a directory, or etcd://host:2379[,host:2379...]/prefix
 // for a root kept in an etcd cluster shared by several machines. It is

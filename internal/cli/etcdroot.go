@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,19 +18,27 @@ import (
 // takes --root takes them; a directory root ignores them.
 type connFlags struct {
 	cacert, cert, key string
+	user, password    string
 	dial, command     time.Duration
 }
 
 // connSyn is the connection flags' part of every synopsis that has --root.
-const connSyn = "[--cacert FILE] [--cert FILE --key FILE] [--dial-timeout D] [--command-timeout D]"
+const connSyn = "[--cacert FILE] [--cert FILE --key FILE] [--user NAME[:PASSWORD]] [--password PASSWORD] [--dial-timeout D] [--command-timeout D]"
 
 // connFlagNames are the connection flags, accepted before the command too.
-var connFlagNames = []string{"cacert", "cert", "key", "dial-timeout", "command-timeout"}
+var connFlagNames = []string{"cacert", "cert", "key", "user", "password", "dial-timeout", "command-timeout"}
+
+// envPassword is where the password of --user NAME is read from when
+// neither --user NAME:PASSWORD nor --password gives it (a command line is
+// visible to every user of the machine; the environment is not).
+const envPassword = "CLAIMSTORE_ETCD_PASSWORD"
 
 func registerConnFlags(fs *flag.FlagSet, c *connFlags) {
 	fs.StringVar(&c.cacert, "cacert", "", "etcd root: verify the cluster's TLS certificate with this CA bundle (`file`, PEM)")
 	fs.StringVar(&c.cert, "cert", "", "etcd root: TLS client certificate `file` (PEM), with --key")
 	fs.StringVar(&c.key, "key", "", "etcd root: TLS client key `file` (PEM), with --cert")
+	fs.StringVar(&c.user, "user", "", "etcd root: authenticate as etcd user `NAME` (NAME:PASSWORD also, as etcdctl's --user); without a password it is taken from --password, else from the environment variable "+envPassword+" (never shown), else asked for on a terminal without echo")
+	fs.StringVar(&c.password, "password", "", "etcd root: the `password` of --user NAME (then NAME may contain a colon); a command line is visible to other users: prefer "+envPassword+" in the environment")
 	fs.DurationVar(&c.dial, "dial-timeout", 5*time.Second, "etcd root: wait at most `D` (5s, 1m) for the cluster to answer, then fail")
 	fs.DurationVar(&c.command, "command-timeout", 5*time.Second, "etcd root: each request may take at most `D`; a write whose reply is lost is decided by reading it back, never guessed")
 }
@@ -67,6 +77,7 @@ type Options struct {
 // etcdctl names them.
 type EtcdConn struct {
 	CACert, Cert, Key string        // PEM files; any of them turns TLS on
+	User, Password    string        // --user, and its password from wherever it came; never shown
 	DialTimeout       time.Duration // --dial-timeout
 	CommandTimeout    time.Duration // --command-timeout, for each request
 }
@@ -80,7 +91,11 @@ func (e *env) openEtcdStore(rc rootChoice, opts *claimstore.Options) (*claimstor
 	if e.opts.OpenEtcd == nil {
 		return nil, e.handOver()
 	}
-	be, err := e.opts.OpenEtcd(e.ctx, rc.Path, EtcdConn{CACert: e.conn.cacert, Cert: e.conn.cert, Key: e.conn.key, DialTimeout: e.conn.dial, CommandTimeout: e.conn.command})
+	user, password, err := e.credentials()
+	if err != nil {
+		return nil, err
+	}
+	be, err := e.opts.OpenEtcd(e.ctx, rc.Path, EtcdConn{CACert: e.conn.cacert, Cert: e.conn.cert, Key: e.conn.key, User: user, Password: password, DialTimeout: e.conn.dial, CommandTimeout: e.conn.command})
 	if err != nil {
 		return nil, err
 	}
@@ -95,4 +110,82 @@ func rootJoin(root string, elem ...string) string {
 		return strings.Join(append([]string{root}, elem...), "/")
 	}
 	return filepath.Join(append([]string{root}, elem...)...)
+}
+
+// credentials returns the etcd user and password of --user and
+// --password, as etcdctl reads them: --user NAME:PASSWORD splits at the
+// first colon unless --password is given; a --user without a password
+// takes $CLAIMSTORE_ETCD_PASSWORD, else asks for it on the terminal
+// without echo. It runs in the program that opens the root (after a hand
+// over to claimctl-etcd), so the prompt is shown once. No message shows a
+// password.
+func (e *env) credentials() (user, password string, err error) {
+	c := e.conn
+	if c.user == "" {
+		if c.password != "" {
+			return "", "", usagef("--password without --user: name the etcd user with --user NAME")
+		}
+		return "", "", nil
+	}
+	user = c.user
+	switch {
+	case c.password != "":
+		password = c.password
+	case strings.Contains(user, ":"):
+		user, password, _ = strings.Cut(user, ":")
+	}
+	if user == "" {
+		return "", "", usagef("--user: the etcd user name is empty: give --user NAME[:PASSWORD]")
+	}
+	if password != "" {
+		return user, password, nil
+	}
+	if p := e.getenv(envPassword); p != "" {
+		return user, p, nil
+	}
+	f, ok := e.stdin.(*os.File)
+	if !ok || !isTerminalFd(int(f.Fd())) {
+		return "", "", usagef("--user %s has no password and standard input is not a terminal to ask for one: set $%s (or give --user NAME:PASSWORD or --password, which other users of this machine can see)", user, envPassword)
+	}
+	fmt.Fprintf(e.stderr, "Password for etcd user %s: ", user)
+	password, err = readPassword(f)
+	fmt.Fprintln(e.stderr)
+	if err != nil {
+		return "", "", fmt.Errorf("reading the password of etcd user %s from the terminal: %w", user, err)
+	}
+	if password == "" {
+		return "", "", usagef("no password was typed for etcd user %s", user)
+	}
+	return user, password, nil
+}
+
+// connArgs are the connection flags of this command as a command line
+// that finishes its work needs them on an etcd root: the TLS files, the
+// user without its password (which the command then takes as this one
+// did), and the timeouts when not the defaults; nothing for a directory.
+func (e *env) connArgs(root string) []string {
+	if !isEtcdRoot(root) {
+		return nil
+	}
+	c := e.conn
+	var out []string
+	for _, f := range []struct{ name, v string }{{"cacert", c.cacert}, {"cert", c.cert}, {"key", c.key}} {
+		if f.v != "" {
+			out = append(out, "--"+f.name, f.v)
+		}
+	}
+	if c.user != "" {
+		user := c.user
+		if c.password == "" {
+			user, _, _ = strings.Cut(user, ":")
+		}
+		out = append(out, "--user", user)
+	}
+	if c.dial != 5*time.Second {
+		out = append(out, "--dial-timeout", c.dial.String())
+	}
+	if c.command != 5*time.Second {
+		out = append(out, "--command-timeout", c.command.String())
+	}
+	return out
 }

@@ -44,8 +44,9 @@ filters read every record of the key.
 
 --follow prints the history as above, then each new revision as it is linked,
 until interrupted: SIGINT, SIGTERM, SIGHUP or SIGQUIT ends it with exit 0 (following ends only
-when asked to). It waits on inotify, not by polling, and follows a key whose
-directory (or root) does not exist yet. With --json it writes the log
+when asked to). It waits on inotify (a directory root) or etcd's watch (an
+etcd root), not by polling, and follows a key whose directory (or root) does
+not exist yet. With --json it writes the log
 document on one line, then one revision document per line (NDJSON).
 --follow cannot be combined with --reverse or --until.
 
@@ -90,9 +91,6 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 			if err != nil {
 				return err
 			}
-			if *follow && rc.Etcd {
-				return usagef("--follow waits on inotify over the root's directories, which an etcd root (%s) does not have; run claimctl log again instead (following an etcd root is not supported yet)", rc.Path)
-			}
 			if !*follow {
 				e.rootMissing("log", rc)
 			}
@@ -106,7 +104,7 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 				// between is then seen by the watch, not lost.
 				ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 				defer stop()
-				w, err := newKeyWatcher(rc.Path, s.KeyDir(k))
+				w, err := keyWaiter(ctx, s, rc, k)
 				if err != nil {
 					return fmt.Errorf("--follow: cannot watch %s: %w", s.KeyDir(k), err)
 				}
@@ -114,11 +112,11 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 				if err := lf.history(*limit, c.set["n"], false, lo, hi); err != nil {
 					return err
 				}
-				if _, err := os.Lstat(rc.Path); err != nil {
+				if _, err := os.Lstat(rc.Path); err != nil && !rc.Etcd {
 					// The store reads a missing root as empty and for
 					// good: open it again once the root is made.
 					lf.reopen = func() (*claimstore.Store, error) {
-						if _, err := os.Lstat(rc.Path); err != nil {
+						if _, err := os.Lstat(rc.Path); err != nil && !rc.Etcd {
 							return nil, nil
 						}
 						return e.openStore(rc, false)
@@ -129,6 +127,23 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 			return lf.history(*limit, c.set["n"], *reverse, lo, hi)
 		}
 	},
+}
+
+// waiter wakes when something may have been published under a key: the
+// store's watch (etcd), or inotify on a directory root's key directory.
+type waiter interface {
+	Wait(ctx context.Context) error
+	Close() error
+}
+
+// keyWaiter watches k: by the store's watch where its backend has one,
+// else by inotify.
+func keyWaiter(ctx context.Context, s *claimstore.Store, rc rootChoice, k claimstore.Key) (waiter, error) {
+	w, err := s.Watch(ctx, k)
+	if !errors.Is(err, claimstore.ErrCannotWatch) {
+		return w, err
+	}
+	return newKeyWatcher(rc.Path, s.KeyDir(k))
 }
 
 // parseWhen reads a --since or --until value: an RFC 3339 time, a date
@@ -335,7 +350,7 @@ func (lf *logFollower) printLine(w io.Writer, r *claimstore.Revision) {
 
 // follow prints each revision above lf.last as it appears, until ctx ends
 // (exit 0) or standard output fails.
-func (lf *logFollower) follow(ctx context.Context, w *keyWatcher, lo time.Time) error {
+func (lf *logFollower) follow(ctx context.Context, w waiter, lo time.Time) error {
 	for {
 		if lf.reopen != nil {
 			s, err := lf.reopen()

@@ -138,7 +138,7 @@ func (g globalFlags) names() []string {
 
 // globalFlagNames are the flags accepted before the command: the common
 // flags, which mean the same for every command.
-var globalFlagNames = map[string]bool{"root": true, "json": true, "cacert": true, "cert": true, "key": true, "dial-timeout": true, "command-timeout": true}
+var globalFlagNames = map[string]bool{"root": true, "json": true, "cacert": true, "cert": true, "key": true, "user": true, "password": true, "dial-timeout": true, "command-timeout": true}
 
 // parseGlobal takes the flags before the command: --root DIR, --root=DIR,
 // --json (one or two dashes). -h, --help and --version are left for the

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/claimstore/etcdbackend"
+	"github.com/claimstore/claimstore/internal/etcdtest"
 	"github.com/claimstore/claimstore/internal/systemdtest"
 )
 
@@ -35,7 +37,7 @@ func main1() {
 // kinds of root in one binary (the hand-over from claimctl to claimctl-etcd
 // has its own tests, handover_test.go).
 var testOptions = &Options{OpenEtcd: func(ctx context.Context, root string, c EtcdConn) (claimstore.Backend, error) {
-	return etcdbackend.Open(ctx, root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
+	return etcdbackend.Open(ctx, root, &etcdbackend.Config{CACert: c.CACert, Cert: c.Cert, Key: c.Key, User: c.User, Password: c.Password, DialTimeout: c.DialTimeout, RequestTimeout: c.CommandTimeout})
 }}
 
 func TestMain(m *testing.M) {
@@ -215,12 +217,39 @@ func TestScripts(t *testing.T) {
 // user manager: DBUS_SESSION_BUS_ADDRESS and XDG_RUNTIME_DIR reach it, and
 // the command sdrun UNIT ARGS... starts a transient unit on it.
 func TestScriptsSystemd(t *testing.T) {
+	testScriptsSystemd(t, "testdata/systemd", nil)
+}
+
+// TestScriptsSystemdEtcd runs testdata/systemd/run.txtar with $ROOT an
+// etcd:// root on a real member: claimctl run with the claim in etcd and
+// the writer a transient unit of a real user manager (exit status, signals,
+// SIGKILL of run then run --adopt, --wait and log --follow by etcd's watch).
+func TestScriptsSystemdEtcd(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	dir := t.TempDir()
+	data, err := os.ReadFile("testdata/systemd/run.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.txtar"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	testScriptsSystemd(t, dir, func(e *testscript.Env) {
+		e.Setenv("ROOT", fmt.Sprintf("etcd://%s/sdscript%d", strings.Join(c.Hosts(), ","), n.Add(1)))
+	})
+}
+
+func testScriptsSystemd(t *testing.T, dir string, more func(*testscript.Env)) {
 	mgr := systemdtest.Start(t)
-	p := params("testdata/systemd")
+	p := params(dir)
 	setup := p.Setup
 	p.Setup = func(e *testscript.Env) error {
 		if err := setup(e); err != nil {
 			return err
+		}
+		if more != nil {
+			more(e)
 		}
 		e.Setenv("DBUS_SESSION_BUS_ADDRESS", mgr.Address)
 		e.Setenv("XDG_RUNTIME_DIR", mgr.RuntimeDir)

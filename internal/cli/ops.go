@@ -368,7 +368,7 @@ func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *r
 	if r.Cut {
 		// The claim's last step reached the seat and not the session.
 		fverb, fflags := finishFlags(cl.Record)
-		finish := stepCommand(fverb, s.Root(), cl, cl.SeatRev, cl.SessionRev, fflags)
+		finish := stepCommand(fverb, s.Root(), e.connArgs(s.Root()), cl, cl.SeatRev, cl.SessionRev, fflags)
 		if !cl.Record.Satisfies(p) {
 			return &claimstore.Refusal{Code: claimstore.UnsafeReplacement, Keys: []claimstore.Key{seat, session}, ClaimID: id,
 				Reason: fmt.Sprintf("claim %s's last step was cut between its keys: %s r%d (%s) is the claim's own, %s r%d has not caught up; this step is not that one", id, seat, cl.SeatRev, cl.Record.State, session, cl.SessionRev),
@@ -384,7 +384,7 @@ func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *r
 	if err := step(s, cl); err != nil {
 		var ref *claimstore.Refusal
 		if !errors.As(err, &ref) && cl.SeatRev != seatRev && cl.SessionRev == sessionRev {
-			return cutError(s, cl, err)
+			return cutError(e, s, cl, err)
 		}
 		return err
 	}

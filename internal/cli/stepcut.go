@@ -36,11 +36,15 @@ func (e *stepCutError) Unwrap() error { return e.cause }
 
 // stepCommand is the command line of a step for a claim at the given
 // revisions, with the step's own flags.
-func stepCommand(verb, root string, cl *claimstore.Claim, seatRev, sessionRev uint64, flags []string) string {
-	args := []string{"claimctl", verb, "--root", shellQuote(root),
+func stepCommand(verb, root string, conn []string, cl *claimstore.Claim, seatRev, sessionRev uint64, flags []string) string {
+	args := []string{"claimctl", verb, "--root", shellQuote(root)}
+	for _, a := range conn {
+		args = append(args, shellQuote(a))
+	}
+	args = append(args,
 		"--seat", shellQuote(cl.Seat.Seat), "--project", shellQuote(cl.Seat.Project), "--workspace", shellQuote(cl.Seat.Workspace),
 		"--session", shellQuote(cl.Session.Session), "--claim", cl.ID,
-		"--seat-rev", strconv.FormatUint(seatRev, 10), "--session-rev", strconv.FormatUint(sessionRev, 10)}
+		"--seat-rev", strconv.FormatUint(seatRev, 10), "--session-rev", strconv.FormatUint(sessionRev, 10))
 	for _, f := range flags {
 		args = append(args, shellQuote(f))
 	}
@@ -48,7 +52,7 @@ func stepCommand(verb, root string, cl *claimstore.Claim, seatRev, sessionRev ui
 }
 
 // cutError describes a step that failed after its seat revision.
-func cutError(s *claimstore.Store, cl *claimstore.Claim, cause error) error {
+func cutError(e *env, s *claimstore.Store, cl *claimstore.Claim, cause error) error {
 	state := string(cl.Record.State)
 	verb, flags := finishFlags(cl.Record)
 	return &stepCutError{
@@ -57,7 +61,7 @@ func cutError(s *claimstore.Store, cl *claimstore.Claim, cause error) error {
 			Path: s.RevisionPath(cl.Seat, cl.SeatRev)},
 		pending: publishedJSON{Key: keyOut(cl.Session, s.Root()), Revision: cl.SessionRev + 1, State: state,
 			Path: s.RevisionPath(cl.Session, cl.SessionRev+1)},
-		finish: stepCommand(verb, s.Root(), cl, cl.SeatRev, cl.SessionRev, flags),
+		finish: stepCommand(verb, s.Root(), e.connArgs(s.Root()), cl, cl.SeatRev, cl.SessionRev, flags),
 		cause:  cause,
 	}
 }

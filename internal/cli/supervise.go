@@ -405,8 +405,9 @@ var waitCmd = &command{
 	summary: "Wait until the pair is free.",
 	doc: `
 wait returns (exit 0) as soon as neither key of the pair is held, woken by
-inotify on the key directories (no polling), or exits 8 (timeout) when
---timeout passes first. With --json it prints the pair as show does, as it
+inotify on the key directories of a directory root, or by etcd's watch on
+an etcd root (no polling: a wake-up is a hint, on which the pair is read
+again), or exits 8 (timeout) when --timeout passes first. With --json it prints the pair as show does, as it
 was when it was found free. A pair held by an owner that died stays held
 until classify or a release frees it: wait does not judge owners.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
@@ -451,27 +452,62 @@ func timeoutErr(seat, session claimstore.Key, d string) error {
 	return exitErr{code: exitTimeout, msg: fmt.Sprintf("%s + %s is still held after %s; `claimctl show` says by whom", seat, session, d)}
 }
 
-// waitFree blocks until the pair reads free, woken by inotify on both key
-// directories (or, while one does not exist, the nearest ancestor that
-// does). The watches are made before each read, so a release between the
-// read and the wait wakes it. It returns ctx's end as a timeout error, or
-// a signal's as an error.
+// waitFree blocks until the pair reads free, woken by the store's watch
+// where its backend has one (etcd: a watch from the revision of a read
+// made before the pair is read), else by inotify on both key directories
+// (or, while one does not exist, the nearest ancestor that does). Either
+// way the watch is made before each read, so a release between the read
+// and the wait wakes it, and a wake-up is only a hint: the pair is read
+// again and decided on what was read. It returns ctx's end as a timeout
+// error, or a signal's as an error.
 func waitFree(ctx context.Context, s *claimstore.Store, seat, session claimstore.Key) (*claimstore.Pair, error) {
-	if isEtcdRoot(s.Root()) {
-		return nil, usagef("waiting for a pair waits on inotify over the root's directories, which an etcd root (%s) does not have; poll claimctl show instead (waiting on an etcd root is not supported yet)", s.Root())
-	}
 	start := time.Now()
+	wake, stop, err := pairWaker(ctx, s, seat, session)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	for {
+		p, err := s.Pair(ctx, seat, session)
+		if err != nil {
+			return nil, err
+		}
+		if !p.Held() {
+			return p, nil
+		}
+		if err := wake(ctx); err != nil {
+			switch {
+			case errors.Is(ctx.Err(), context.DeadlineExceeded):
+				return nil, timeoutErr(seat, session, time.Since(start).Round(time.Millisecond).String())
+			case ctx.Err() != nil:
+				return nil, exitErr{code: exitError, msg: "interrupted while waiting for the pair; nothing was taken"}
+			}
+			return nil, fmt.Errorf("waiting for %s + %s: %w", seat, session, err)
+		}
+	}
+}
+
+// pairWaker returns a function that waits until something may have been
+// published under the pair's keys, and its stop.
+func pairWaker(ctx context.Context, s *claimstore.Store, seat, session claimstore.Key) (wake func(context.Context) error, stop func(), err error) {
+	w, err := s.Watch(ctx, seat, session)
+	switch {
+	case err == nil:
+		return w.Wait, func() { w.Close() }, nil
+	case !errors.Is(err, claimstore.ErrCannotWatch):
+		return nil, nil, err
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	// One reader per watcher for the whole wait: a watcher's read,
 	// interrupted by its deadline, cannot be resumed by another Wait.
 	woke := make(chan error, 2)
 	var readers sync.WaitGroup
-	defer readers.Wait()
-	defer cancel()
+	stop = func() { cancel(); readers.Wait() }
 	for _, k := range []claimstore.Key{seat, session} {
 		w, err := newKeyWatcher(s.Root(), s.KeyDir(k))
 		if err != nil {
-			return nil, err
+			stop()
+			return nil, nil, err
 		}
 		readers.Add(1)
 		go func() {
@@ -492,26 +528,15 @@ func waitFree(ctx context.Context, s *claimstore.Store, seat, session claimstore
 			}
 		}()
 	}
-	for {
-		p, err := s.Pair(ctx, seat, session)
-		if err != nil {
-			return nil, err
-		}
-		if !p.Held() {
-			return p, nil
-		}
+	wake = func(ctx context.Context) error {
 		select {
 		case err := <-woke:
-			if err != nil {
-				return nil, err
-			}
+			return err
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, timeoutErr(seat, session, time.Since(start).Round(time.Millisecond).String())
-			}
-			return nil, exitErr{code: exitError, msg: "interrupted while waiting for the pair; nothing was taken"}
+			return ctx.Err()
 		}
 	}
+	return wake, stop, nil
 }
 
 var _ io.Writer = (*outWriter)(nil)

@@ -1,6 +1,8 @@
 package etcdtest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -34,6 +37,7 @@ func (m *Member) Running() bool { return m.e != nil }
 type Cluster struct {
 	t       testing.TB
 	tls     *TLSFiles // clients must use TLS with a client certificate
+	quota   int64     // the members' QuotaBackendBytes, 0 for etcd's default
 	Members []*Member
 	initial string
 }
@@ -63,15 +67,24 @@ func LeftOut() string {
 // LeftOut says; never when CI is set.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
-	return startWith(t, n, nil)
+	return startWith(t, n, nil, 0)
 }
 
-func startWith(t testing.TB, n int, tlsFiles *TLSFiles) *Cluster {
+// StartQuota starts a single member whose backend may hold only quota
+// bytes (etcd's --quota-backend-bytes): writes past it raise the NOSPACE
+// alarm, and etcd then refuses every write until an operator frees space
+// and disarms it (Fill gets it there).
+func StartQuota(t testing.TB, quota int64) *Cluster {
+	t.Helper()
+	return startWith(t, 1, nil, quota)
+}
+
+func startWith(t testing.TB, n int, tlsFiles *TLSFiles, quota int64) *Cluster {
 	t.Helper()
 	if why := LeftOut(); why != "" {
 		t.Skip(why)
 	}
-	c := &Cluster{t: t, tls: tlsFiles}
+	c := &Cluster{t: t, tls: tlsFiles, quota: quota}
 	token := fmt.Sprintf("claimstore-test-%d-%d", os.Getpid(), counter.Add(1))
 	base := t.TempDir()
 	var initial []string
@@ -129,6 +142,11 @@ func (c *Cluster) start(i int, state, token string) error {
 	cfg.TickMs = 20
 	cfg.ElectionMs = 200
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.QuotaBackendBytes = c.quota
+	// bcrypt's least cost (4) for the users of EnableAuth: the default
+	// (10) makes each authentication take a fraction of a second, seconds
+	// under the race detector on a loaded machine.
+	cfg.BcryptCost = 4
 	if c.tls != nil {
 		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: c.tls.serverCert, KeyFile: c.tls.serverKey, TrustedCAFile: c.tls.CACert, ClientCertAuth: true}
 	}
@@ -243,4 +261,66 @@ func (c *Cluster) Client(t testing.TB, endpoints ...string) *clientv3.Client {
 func Prefix(t testing.TB) string {
 	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	return fmt.Sprintf("/t%d-%s", counter.Add(1), name)
+}
+
+// Fill writes filler values under /etcdtest-fill/ until the cluster
+// refuses a write for its space quota (a member started by StartQuota):
+// the NOSPACE alarm is then raised, and every write is refused until Free.
+func (c *Cluster) Fill(t testing.TB) {
+	t.Helper()
+	cli := c.Client(t)
+	value := strings.Repeat("x", 64<<10)
+	for i := 0; i < 10000; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cli.Put(ctx, fmt.Sprintf("/etcdtest-fill/%08d", i), value)
+		cancel()
+		if errors.Is(err, rpctypes.ErrNoSpace) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("etcdtest: filling the quota: %v", err)
+		}
+	}
+	t.Fatalf("etcdtest: 10000 writes of 64 KiB and no NOSPACE: was the member started with StartQuota?")
+}
+
+// Free does what an operator does for a cluster out of space: delete
+// what filled it, compact the history, defragment every member, and
+// disarm the NOSPACE alarm.
+func (c *Cluster) Free(t testing.TB) {
+	t.Helper()
+	cli := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := cli.Delete(ctx, "/etcdtest-fill/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("etcdtest: deleting the filler: %v", err)
+	}
+	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatalf("etcdtest: compacting: %v", err)
+	}
+	for _, ep := range c.Endpoints() {
+		if _, err := cli.Defragment(ctx, ep); err != nil {
+			t.Fatalf("etcdtest: defragmenting %s: %v", ep, err)
+		}
+	}
+	// Member 0 and alarm NONE: every alarm, as etcdctl alarm disarm.
+	if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{}); err != nil {
+		t.Fatalf("etcdtest: disarming the alarm: %v", err)
+	}
+}
+
+// WaitNoLeader waits up to 10s until member i (running) knows no leader,
+// as a member left without a quorum comes to after an election timeout.
+func (c *Cluster) WaitNoLeader(i int) {
+	c.t.Helper()
+	m := c.Members[i]
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m.e != nil && m.e.Server.Leader() == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("etcdtest: member %s still has a leader after 10s", m.Name)
 }
