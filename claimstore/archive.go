@@ -81,12 +81,20 @@ func (a *archiver) write(ctx context.Context, s *Store, batch []*candidate) (str
 		return "", err
 	}
 	hdr := segmentHeader{Type: "segment", Version: ArchiveSegmentVersion, CreatedAt: timestamp(a.now), Root: a.root}
+	n := 0
 	for _, c := range batch {
+		if c.finish {
+			continue // archived by the prune whose compaction it finishes
+		}
+		n++
 		action := string(PruneRemoved)
 		if c.base > 0 {
 			action = string(PruneCompacted)
 		}
 		hdr.Keys = append(hdr.Keys, ArchivedKey{Kind: c.in.Loc.Kind, Hash: c.in.Loc.Hash, Key: c.in.Key.JSON(), From: c.from, To: c.to, Action: action})
+	}
+	if n == 0 {
+		return "", nil
 	}
 	tmp, err := os.CreateTemp(a.dir, ".tmp-segment-*")
 	if err != nil {
@@ -103,6 +111,9 @@ func (a *archiver) write(ctx context.Context, s *Store, batch []*candidate) (str
 		return "", err
 	}
 	for _, c := range batch {
+		if c.finish {
+			continue
+		}
 		for n := c.from; n <= c.to; n++ {
 			if err := ctx.Err(); err != nil {
 				return "", err

@@ -123,6 +123,9 @@ type candidate struct {
 	// and its bytes.
 	tombN    uint64
 	tombData []byte
+	// finish: a compaction to the base the key has, for what an earlier
+	// one left below it.
+	finish bool
 }
 
 // Prune removes the history of keys that have been free for longer than
@@ -261,7 +264,9 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 	}
 	if opts.DryRun {
 		for _, c := range append(sessions, seats...) {
-			s.reportDone(rep, c, each)
+			if !c.finish {
+				s.reportDone(rep, c, each)
+			}
 		}
 		return rep, nil
 	}
@@ -343,6 +348,12 @@ func (s *Store) compactionOf(ctx context.Context, cp storage.Compacter, in *KeyI
 		return nil, why, nil
 	} else if old {
 		if h.N <= base {
+			if base > 1 {
+				// Compacted already: compacting again removes what a
+				// compaction cut short left below the base, and nothing
+				// else (finish: not reported, archived before).
+				return &candidate{in: in, base: base, finish: true}, "", nil
+			}
 			return nil, "", nil
 		}
 		return &candidate{in: in, base: h.N, from: base, to: h.N - 1}, "", nil
@@ -449,7 +460,9 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, rem
 			if err := compacter.Compact(ctx, c.in.Loc, c.base); err != nil {
 				return err
 			}
-			s.reportDone(rep, c, each)
+			if !c.finish {
+				s.reportDone(rep, c, each)
+			}
 			continue
 		}
 		h := c.in.Head

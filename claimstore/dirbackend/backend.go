@@ -197,19 +197,20 @@ func (b *Backend) checkDir(dir string) (exists bool, distrust, err error) {
 
 // prober returns an existence check for revisions of dir, the directory's
 // size where the filesystem says, and its release.
-func (b *Backend) prober(dir string) (func(n uint64) (bool, error), int64, func()) {
+func (b *Backend) prober(dir string) (func(n uint64) (bool, error), func(name string) (bool, error), int64, func()) {
 	if p, ok := b.fs.(vfs.DirProber); ok {
 		if exists, size, closeDir, err := p.ProbeDir(dir); err == nil {
-			return func(n uint64) (bool, error) { return exists(storage.RevisionName(n)) }, size, func() { _ = closeDir() }
+			return func(n uint64) (bool, error) { return exists(storage.RevisionName(n)) }, exists, size, func() { _ = closeDir() }
 		}
 	}
-	return func(n uint64) (bool, error) {
-		_, err := b.fs.Lstat(filepath.Join(dir, storage.RevisionName(n)))
+	named := func(name string) (bool, error) {
+		_, err := b.fs.Lstat(filepath.Join(dir, name))
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
 		return err == nil, err
-	}, 0, func() {}
+	}
+	return func(n uint64) (bool, error) { return named(storage.RevisionName(n)) }, named, 0, func() {}
 }
 
 // Head finds the highest revision by probing names rather than listing the
@@ -280,11 +281,46 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 		// its distrust: its history may have been removed.
 		return 0, distrust, err
 	}
-	exists, size, done := b.prober(dir)
+	exists, existsName, size, done := b.prober(dir)
 	defer done()
+	// A compacted key keeps its history from its base up (see prune.go);
+	// what a compaction cut short left below the base is not the key's,
+	// and a probe must never land on it: the probe starts at the base.
+	base := uint64(1)
+	if has, err := existsName(BaseName); err != nil {
+		return 0, nil, err
+	} else if has {
+		if base, err = b.readBase(loc); err != nil {
+			return 0, nil, err
+		}
+	}
 	b.mu.Lock()
 	lo := b.hints[loc]
 	b.mu.Unlock()
+	if base > 1 {
+		start := max(lo, base)
+		lo = 0
+		if ok, err := exists(start); err != nil {
+			return 0, nil, err
+		} else if ok {
+			if lo, err = climb(exists, start); err != nil {
+				return 0, nil, err
+			}
+		} else if start > base {
+			// The hint is gone: start over from the base.
+			if ok, err := exists(base); err != nil {
+				return 0, nil, err
+			} else if ok {
+				if lo, err = climb(exists, base); err != nil {
+					return 0, nil, err
+				}
+			}
+		}
+		b.mu.Lock()
+		b.hints[loc] = lo
+		b.mu.Unlock()
+		return lo, distrust, nil
+	}
 	if lo > 0 {
 		if ok, err := exists(lo); err != nil {
 			return 0, nil, err
@@ -352,25 +388,6 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 			lo = mid
 		} else {
 			hi = mid
-		}
-	}
-	if lo == 0 {
-		// Nothing from 1 up: a compacted key keeps its history from its
-		// base (see prune.go), which only its base pointer names.
-		base, err := b.readBase(loc)
-		if err != nil {
-			return 0, nil, err
-		}
-		if base > 1 {
-			ok, err := exists(base)
-			if err != nil {
-				return 0, nil, err
-			}
-			if ok {
-				if lo, err = climb(exists, base); err != nil {
-					return 0, nil, err
-				}
-			}
 		}
 	}
 	// The hint only decides where the next probe starts, never its answer
