@@ -12,8 +12,7 @@ import (
 // decides anything.
 type Stats struct {
 	// Keys and Revisions count every key walked and every revision listed
-	// in them; Proofs, the proofs in the root. The store never removes any
-	// of them, so each only grows.
+	// in them; Proofs, the proofs in the root.
 	Keys, Revisions, Proofs int
 	// Pairs counts the walk's pairs (Walk) by the state each reads as, the
 	// more conservative of its keys': a held pair by its state, a free one

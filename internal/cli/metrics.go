@@ -60,9 +60,6 @@ written.`,
 				if target, err = checkMetricsOutput(*output); err != nil {
 					return err
 				}
-				if !strings.HasSuffix(target, ".prom") {
-					fmt.Fprintf(e.stderr, "claimctl metrics: note: node_exporter's textfile collector reads only files named *.prom; %s is not one\n", target)
-				}
 			}
 			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
 			if err != nil {
@@ -80,6 +77,12 @@ written.`,
 			if target == "" {
 				_, err = e.stdout.Write(buf.Bytes())
 			} else {
+				// Said here, not with the flags: a command on an etcd root is
+				// handed to claimctl-etcd when the store is opened, which
+				// would say it again.
+				if !strings.HasSuffix(target, ".prom") {
+					fmt.Fprintf(e.stderr, "claimctl metrics: note: node_exporter's textfile collector reads only files named *.prom; %s is not one\n", target)
+				}
 				err = writeFileAtomic(target, buf.Bytes())
 			}
 			if err != nil {
@@ -266,9 +269,6 @@ func metricFamilies(in metricsInput) []promtext.Family {
 	if st == nil {
 		return fams
 	}
-	counter := func(name, help string, v int) promtext.Family {
-		return promtext.Family{Name: name, Help: help, Type: promtext.Counter, Samples: one(float64(v))}
-	}
 	var states, causes, owners, outcomes []string
 	for _, x := range claimstore.States {
 		states = append(states, string(x))
@@ -287,9 +287,9 @@ func metricFamilies(in metricsInput) []promtext.Family {
 		age = max(in.now.Sub(st.OldestHeld).Seconds(), 0)
 	}
 	fams = append(fams,
-		counter("claimstore_keys_total", "Keys (seats and sessions) the root holds; a key is never removed, so this grows by one per key first claimed.", st.Keys),
-		counter("claimstore_revisions_total", "Revisions in the root's key histories; a revision is never removed, so this grows by one per revision published.", st.Revisions),
-		counter("claimstore_proofs_total", "Boot proofs in the root; a proof is never removed.", st.Proofs),
+		gauge("claimstore_keys", "Keys (seats and sessions) in the root.", one(float64(st.Keys))),
+		gauge("claimstore_revisions", "Revisions in the root's key histories.", one(float64(st.Revisions))),
+		gauge("claimstore_proofs", "Boot proofs in the root.", one(float64(st.Proofs))),
 		gauge("claimstore_pairs", "Pairs by the state the pair reads as (its more conservative key's); a free pair reads stopped.",
 			by("state", states, func(v string) int { return st.Pairs[claimstore.State(v)] })),
 		gauge("claimstore_uncertain_pairs", "Pairs that read uncertain, by why: damaged (a head that cannot be read or sits above a gap: claimctl fsck), stopped-without-proof, writer-may-run (left uncertain by classify).",

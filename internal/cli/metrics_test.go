@@ -140,7 +140,7 @@ func TestMetricsNames(t *testing.T) {
 		return out
 	}
 	down := []string{"claimstore_up", "claimstore_metrics_timestamp_seconds", "claimstore_metrics_duration_seconds"}
-	unrecorded := append(append([]string{}, down...), "claimstore_keys_total", "claimstore_revisions_total", "claimstore_proofs_total",
+	unrecorded := append(append([]string{}, down...), "claimstore_keys", "claimstore_revisions", "claimstore_proofs",
 		"claimstore_pairs", "claimstore_uncertain_pairs", "claimstore_held_pairs", "claimstore_orphan_keys",
 		"claimstore_oldest_held_claim_age_seconds", "claimstore_classify_all_last_recorded")
 	all := append(append([]string{}, unrecorded...), "claimstore_classify_all_last_timestamp_seconds", "claimstore_classify_all_last_duration_seconds",
@@ -192,7 +192,7 @@ func promtoolCheck(t *testing.T, what, text string) {
 // the command, on a directory root whose path needs escaping in a label
 // (a quote, a backslash, a space), and on an etcd root — and the output
 // for a root that cannot be read; and the check itself is not blind: it
-// fails a counter named like a gauge.
+// fails a gauge named like a counter.
 func TestMetricsPromtool(t *testing.T) {
 	promtool(t)
 	dir := filepath.Join(t.TempDir(), `odd "root" \ here`)
@@ -227,16 +227,16 @@ func TestMetricsPromtool(t *testing.T) {
 	}
 	metricsTestRoot(t, etcdRoot, be, hostid.System)
 	code, out, errs = runIn(t, nil, "metrics", "--root", etcdRoot)
-	if code != exitOK || !strings.Contains(out, `claimstore_keys_total{root="`+etcdRoot+`"} 8`) {
+	if code != exitOK || !strings.Contains(out, `claimstore_keys{root="`+etcdRoot+`"} 8`) {
 		t.Fatalf("metrics of an etcd root: exit %d: %s\n%s", code, errs, out)
 	}
 	promtoolCheck(t, "an etcd root", out)
 
-	bad := strings.Replace(out, "claimstore_revisions_total", "claimstore_revisions", -1)
+	bad := strings.Replace(out, "claimstore_revisions", "claimstore_revisions_total", -1)
 	cmd := exec.Command(promtool(t), "check", "metrics")
 	cmd.Stdin = strings.NewReader(bad)
 	if got, err := cmd.CombinedOutput(); err == nil && len(got) == 0 {
-		t.Errorf("promtool accepts a counter without _total: the check above is blind")
+		t.Errorf("promtool accepts a gauge named _total: the check above is blind")
 	}
 }
 
