@@ -64,6 +64,16 @@
 // a directory makes its entries durable (see ARCHITECTURE.md, "Crash
 // model"). Storage beyond that is the Backend interface's business.
 //
+// # Monitoring
+//
+// Store.Stats reads a whole root's counts through one walk (pairs by state,
+// held pairs by their owner judged now, uncertain pairs by cause, orphans,
+// keys, revisions, proofs, the oldest held record); it only reads.
+// RecordClassifyAll keeps, in the root's status records, how this
+// machine's last ClassifyAll walk ended, and LastClassifyAll reads it back:
+// the one file the store replaces rather than appends, and one that no
+// operation decides on (claimctl metrics reports both).
+//
 // # Backends
 //
 // The directory backend is the default. Options.Backend takes another:

@@ -77,6 +77,10 @@ var (
 	// ErrNotOwned is returned when an operation names a claim the store
 	// did not issue (a nil claim or one without keys).
 	ErrNotOwned = errors.New("not a claim of this store")
+
+	// ErrNoStatus is returned by RecordClassifyAll on a backend that keeps
+	// no status records (no storage.StatusKeeper).
+	ErrNoStatus = errors.New("this root keeps no status records")
 )
 
 // MaxFileSize bounds what a store reads of a revision or a proof, and what

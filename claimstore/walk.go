@@ -32,6 +32,8 @@ type KeyInfo struct {
 	Pair    *[2]Key
 	// Top is the highest revision listed; 0 for a key with none.
 	Top uint64
+	// Revisions counts the revisions listed (Top, less any gap).
+	Revisions int
 	// Err is why the key could not be read at all; it is held.
 	Err error
 }
@@ -76,8 +78,10 @@ type Walk struct {
 	// lists them when WalkOptions.KeepIdle is set.
 	Idle     int
 	IdleKeys []*KeyInfo
-	// Keys counts every key walked.
-	Keys int
+	// Keys counts every key walked; Revisions, every revision listed in
+	// them.
+	Keys      int
+	Revisions int
 }
 
 // WalkOptions configure Walk. A nil *WalkOptions means the defaults.
@@ -107,6 +111,7 @@ func (s *Store) Walk(ctx context.Context, opts *WalkOptions) (*Walk, error) {
 		return nil, err
 	}
 	var infos [2][]*KeyInfo
+	revisions := 0
 	for done, loc := range all {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -117,6 +122,7 @@ func (s *Store) Walk(ctx context.Context, opts *WalkOptions) (*Walk, error) {
 			i = 1
 		}
 		infos[i] = append(infos[i], in)
+		revisions += in.Revisions
 		if opts.tops != nil && in.Err == nil && in.Top > 0 {
 			opts.tops[in.Loc] = in.Top
 		}
@@ -125,7 +131,7 @@ func (s *Store) Walk(ctx context.Context, opts *WalkOptions) (*Walk, error) {
 		}
 	}
 	w := s.pairKeys(infos[0], infos[1], opts.KeepIdle)
-	w.Keys = len(all)
+	w.Keys, w.Revisions = len(all), revisions
 	return w, nil
 }
 
@@ -283,7 +289,7 @@ func (s *Store) keyInfo(ctx context.Context, loc Loc) *KeyInfo {
 		return in
 	}
 	top := revs[len(revs)-1]
-	in.Top = top
+	in.Top, in.Revisions = top, len(revs)
 	// The classification reads the key's head to publish on, which wants
 	// a listing of it once per store: this one.
 	s.noteListing(loc, top, dense(base, revs))

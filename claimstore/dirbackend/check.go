@@ -14,8 +14,8 @@ import (
 )
 
 // CheckLayout implements storage.LayoutChecker: every name in the root and
-// in its kind directories that the format does not have, and the types and
-// trust of the root's own directories. A kind directory that is a symlink
+// in its kind and status directories that the format does not have, and the
+// types and trust of the root's own directories and status records. A kind directory that is a symlink
 // is reported, and never listed through.
 func (b *Backend) CheckLayout(ctx context.Context, report func(storage.Finding)) error {
 	names, err := b.fs.ReadDir(b.root)
@@ -27,6 +27,8 @@ func (b *Backend) CheckLayout(ctx context.Context, report func(storage.Finding))
 		switch name {
 		case string(storage.KindSeat), string(storage.KindSession), ProofDir, ArchiveDir:
 			b.checkType(filepath.Join(b.root, name), true, report)
+		case storage.StatusDir:
+			b.checkStatusDir(report)
 		default:
 			report(storage.Finding{Path: filepath.Join(b.root, name), Kind: storage.FindingForeign, Severity: storage.SeverityWarning, Message: "not part of the claim root format; move it elsewhere"})
 		}
@@ -153,6 +155,34 @@ func (b *Backend) checkType(path string, wantDir bool, report func(storage.Findi
 			report(storage.Finding{Path: path, Kind: storage.FindingUntrusted, Severity: storage.SeverityError, Message: err.Error()})
 		} else if !wantDir && fi.Mode().Perm()&0o222 != 0 {
 			report(storage.Finding{Path: path, Kind: storage.FindingUnsafePath, Severity: storage.SeverityWarning, Message: fmt.Sprintf("mode %v is writable; revisions are created 0400 and never rewritten", fi.Mode().Perm())})
+		}
+	}
+}
+
+// checkStatusDir reports what is wrong with status/ and the records in it
+// (storage.StatusKeeper): its type and trust, each record's, a temporary a
+// status write cut by a crash left (harmless: never a record, and never
+// read), and any other name.
+func (b *Backend) checkStatusDir(report func(storage.Finding)) {
+	dir := b.statusDir()
+	b.checkType(dir, true, report)
+	if ok, _, err := b.checkDir(dir); err != nil || !ok {
+		return // a symlink or not a directory: reported above, never followed
+	}
+	names, err := b.fs.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		switch base, isJSON := strings.CutSuffix(name, ".json"); {
+		case isJSON && storage.ValidStatusName(base):
+			b.checkType(path, false, report)
+		case strings.HasPrefix(name, vfs.TempPrefix):
+			report(storage.Finding{Path: path, Kind: storage.FindingTemporary, Severity: storage.SeverityWarning, Message: "a temporary of a status write that did not finish (a crash, or a status write that failed); it is never read and frees nothing; remove it by hand"})
+		default:
+			report(storage.Finding{Path: path, Kind: storage.FindingForeign, Severity: storage.SeverityWarning, Message: "not a status record; the store ignores it; move it elsewhere"})
 		}
 	}
 }

@@ -24,13 +24,14 @@ const ArchiveDir = "archive"
 // directory. Nothing is written.
 var ErrNotClaimRoot = errors.New("not a claim root")
 
-// rootEntries are what a claim root holds: its kind directories and its
-// proofs. lost+found is what a dedicated filesystem's root holds besides.
-var rootEntries = map[string]bool{string(storage.KindSeat): true, string(storage.KindSession): true, ProofDir: true, ArchiveDir: true}
+// rootEntries are what a claim root holds: its kind directories, its
+// proofs, its archive and its status records. lost+found is what a
+// dedicated filesystem's root holds besides.
+var rootEntries = map[string]bool{string(storage.KindSeat): true, string(storage.KindSession): true, ProofDir: true, ArchiveDir: true, storage.StatusDir: true}
 
 // NotClaimRoot says whether a directory holding names (its entries) may be
 // used as a claim root: it may when it is empty (nothing claimed yet), when
-// it holds seat/, session/ or proofs/ (a claim root, perhaps with stray files
+// it holds seat/, session/, proofs/ or status/ (a claim root, perhaps with stray files
 // that fsck reports), or only lost+found (a filesystem made for it). For any
 // other directory it returns a *NotClaimRootError.
 func NotClaimRoot(root string, names []string) error {
@@ -51,7 +52,7 @@ func NotClaimRoot(root string, names []string) error {
 }
 
 // NotClaimRootError says a directory is not a claim root: it holds
-// Entries (sorted) and none of seat/, session/ or proofs/. It wraps
+// Entries (sorted) and none of seat/, session/, proofs/ or status/. It wraps
 // ErrNotClaimRoot.
 type NotClaimRootError struct {
 	Root    string
@@ -77,7 +78,7 @@ func (e *NotClaimRootError) Shown() string {
 }
 
 func (e *NotClaimRootError) Error() string {
-	return fmt.Sprintf("%s is not a claim root: it holds %s and none of seat/, session/ or proofs/; the store writes only into an empty directory (or one it creates) or an existing claim root: pass the claim root with --root (or CLAIMSTORE_ROOT), or an empty directory for a new one; nothing was written", e.Root, e.Shown())
+	return fmt.Sprintf("%s is not a claim root: it holds %s and none of seat/, session/, proofs/ or status/; the store writes only into an empty directory (or one it creates) or an existing claim root: pass the claim root with --root (or CLAIMSTORE_ROOT), or an empty directory for a new one; nothing was written", e.Root, e.Shown())
 }
 
 func (e *NotClaimRootError) Unwrap() error { return ErrNotClaimRoot }

@@ -12,6 +12,7 @@
 //	<prefix>/seat/<hash>/r0000000001.json     revision 1 of a seat key
 //	<prefix>/session/<hash>/r0000000001.json  revision 1 of a session key
 //	<prefix>/proofs/<id>.json                 a boot proof
+//	<prefix>/status/<name>.json               a status record (claimctl metrics)
 //	<prefix>/fences/<id>                      a fenced-off lost request (below)
 //
 // The value is the exact JSON record bytes the directory backend writes to
@@ -32,6 +33,10 @@
 //     committed), so a reader never sees a revision that can still be lost.
 //   - Proofs are stored under <prefix>/proofs/ with the same
 //     create-if-absent exclusivity; an existing id wraps fs.ErrExist.
+//   - A status record (storage.StatusKeeper: what classify --all last did,
+//     for monitoring; it decides nothing) is one put, replacing the last:
+//     atomic, durable when acknowledged, and without the lost-reply rule,
+//     since a late put of it changes no claim.
 //   - Keys under a key's prefix that are not revision names are reported by
 //     List as other names and never taken as revisions; a gap in the
 //     numbers (a hand-written or hand-deleted key) makes the store read the

@@ -500,3 +500,43 @@ type Watch interface {
 	// Close ends the watch.
 	Close() error
 }
+
+// StatusDir is the name under the root (a directory, or a key component
+// under an etcd prefix) that holds status records (StatusKeeper).
+const StatusDir = "status"
+
+// StatusKeeper is an optional capability: keeping small status records
+// beside a root's history — what a tool last did there (classify --all's
+// outcome, for monitoring) — under <root>/status/<name>.json. A status
+// record decides nothing: no operation of the store reads one, so it is
+// outside the claim protocol, and the rule that nothing is ever rewritten
+// is about revisions and proofs. Unlike them, a status record is replaced
+// by each write: atomically (a reader sees the old record or the new one,
+// whole, never a part) and durably (when WriteStatus returns nil the new
+// record survives a crash). A copy of a root (claimstore.Copy) does not
+// carry them: they describe what was done to the source. Without this
+// capability a store keeps no status.
+type StatusKeeper interface {
+	// WriteStatus replaces status record name (lowercase letters, digits
+	// and '-') with data, at most MaxRecordSize bytes.
+	WriteStatus(ctx context.Context, name string, data []byte) error
+	// ReadStatus returns status record name; an absent one is an error
+	// wrapping fs.ErrNotExist. It reads as revisions are read: bounded,
+	// never through a symlink, only when trusted.
+	ReadStatus(ctx context.Context, name string) ([]byte, error)
+}
+
+// ValidStatusName reports whether name may name a status record: 1 to 100
+// lowercase letters, digits and '-', so that it is one file name (or key
+// component) everywhere and never a temporary's or a path.
+func ValidStatusName(name string) bool {
+	if name == "" || len(name) > 100 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

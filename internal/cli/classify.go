@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/lifecycle"
@@ -40,7 +41,10 @@ no proof.
 
 --all prints one line per pair that is not free (NDJSON: one line per pair,
 orphan key and error, then a summary line), shows progress on standard error
-when it is a terminal, and ends with a summary table.
+when it is a terminal, and ends with a summary table. Without --dry-run it
+records how the walk ended, and when, under <root>/status/ for claimctl
+metrics; a record that cannot be written is said on standard error, and a
+walk that would exit 0 then exits 1.
 
 Exit: 0 when every pair is free or stopped with a proof; 3 (already-active) or
 5 (foreign-host) when one pair stays held by that refusal; 6 when a pair is
@@ -76,7 +80,8 @@ left uncertain (with --all: when any pair or key stays held, for any reason);
 			// nothing was ever claimed: walking it finds nothing (the note
 			// above says so). A root named by --root or the environment
 			// that does not exist is more likely a typo, and an error.
-			if e.rootMissing("classify", rc) && *all && !rc.Default {
+			missing := e.rootMissing("classify", rc)
+			if missing && *all && !rc.Default {
 				return exitErr{code: exitError, msg: fmt.Sprintf("there is no claim root at %s to walk; pass the root with --root", rc.Path)}
 			}
 			if err := e.checkMachineID(); err != nil {
@@ -100,7 +105,10 @@ left uncertain (with --all: when any pair or key stays held, for any reason);
 			ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 			defer stop()
 			if *all {
-				return classifyAll(ctx, e, c, s, opts)
+				// A walk that publishes is recorded for claimctl metrics; a
+				// dry run changed nothing, and a root that does not exist
+				// is not made to hold a record.
+				return classifyAll(ctx, e, c, s, opts, !*dry && !missing)
 			}
 			res, err := s.Classify(ctx, seat, session, opts)
 			if err != nil {
@@ -260,8 +268,14 @@ func printClassify(w io.Writer, s *claimstore.Store, j *classifyJSON) {
 	tw.Flush()
 }
 
-// classifyAll walks the root and ends with the summary.
-func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, opts *claimstore.ClassifyOptions) error {
+// classifyAll walks the root and ends with the summary. With record, the
+// walk's outcome is recorded in the root (Store.RecordClassifyAll), where
+// claimctl metrics reads it; a record that cannot be written is said on
+// standard error and fails a walk that would have exited 0 (the unit that
+// runs it at boot then fails visibly, rather than monitoring showing an
+// older walk as the last one).
+func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, opts *claimstore.ClassifyOptions, record bool) error {
+	started := time.Now()
 	// Progress counts keys: the total is the key directories under the
 	// root, known before the walk; each pair judged is two of them, each
 	// orphan one. Free keys of no pair (idle) are never reported one by
@@ -347,6 +361,17 @@ func classifyAll(ctx context.Context, e *env, c *common, s *claimstore.Store, op
 		code = exitError
 	case !sum.Clean():
 		code = exitUncertain
+	}
+	if record {
+		// Recorded also when the walk was stopped (SIGTERM): that its last
+		// walk did not finish is what monitoring must see, and the record
+		// is one small write.
+		if _, err := s.RecordClassifyAll(context.WithoutCancel(ctx), sum, werr, started); err != nil {
+			fmt.Fprintf(e.stderr, "claimctl classify: the outcome of this walk was not recorded for claimctl metrics (the classifications above stand): %s\n", escText(err.Error()))
+			if code == exitOK {
+				code = exitError
+			}
+		}
 	}
 	j := summaryJSON{Type: "summary", Root: s.Root(), DryRun: opts.DryRun, Pairs: sum.Pairs, Free: sum.Free, Stopped: sum.Stopped,
 		StoppedByProof: byProof, Uncertain: map[string]int{}, Refused: map[string]int{}, Owned: sum.Owned, Idle: sum.Idle,

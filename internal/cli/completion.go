@@ -19,8 +19,8 @@ var completionCmd = &command{
 	positional: true,
 	doc: `
 The script completes commands, aliases, help topics, each command's flags, and
-the values of flags that take one of a few (--state, --units, --proof) or a
-directory (--root). It is generated from the same command and flag tables
+the values of flags that take one of a few (--state, --units, --proof), a
+directory (--root) or a file (--output). It is generated from the same command and flag tables
 claimctl parses with, so it cannot offer a flag claimctl does not take.
 
   bash:  source <(claimctl completion bash)       (or save it in
@@ -100,6 +100,10 @@ func flagChoices() map[string][]string {
 	}
 }
 
+// pathFlags are the flags whose value completes as a path: --root a
+// directory, --output (metrics) a file.
+var pathFlags = map[string]bool{"root": true, "output": true}
+
 // commandWords are every command name and alias.
 func commandWords() []string {
 	var out []string
@@ -177,6 +181,7 @@ _claimctl() {
     done
     case $prev in
         --root|-root) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+        --output|-output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 `)
 	choices := flagChoices()
 	names := sortedKeys(choices)
@@ -186,7 +191,7 @@ _claimctl() {
 	var free []string
 	for _, f := range valueFlags() {
 		n := strings.TrimLeft(f, "-")
-		if n != "root" && choices[n] == nil {
+		if !pathFlags[n] && choices[n] == nil {
 			free = append(free, f)
 		}
 	}
@@ -244,6 +249,7 @@ _claimctl() {
     done
     case $words[CURRENT-1] in
         --root|-root) _files -/; return ;;
+        --output|-output) _files; return ;;
 `)
 	choices := flagChoices()
 	for _, n := range sortedKeys(choices) {
@@ -252,7 +258,7 @@ _claimctl() {
 	var free []string
 	for _, f := range valueFlags() {
 		n := strings.TrimLeft(f, "-")
-		if n != "root" && choices[n] == nil {
+		if !pathFlags[n] && choices[n] == nil {
 			free = append(free, f)
 		}
 	}
@@ -313,6 +319,8 @@ func fishCompletion(w io.Writer) {
 			switch {
 			case f.name == "root":
 				extra = " -x -a '(__fish_complete_directories)'"
+			case f.name == "output":
+				extra = " -r -F"
 			case choices[f.name] != nil:
 				extra = " -x -a " + shQuote(strings.Join(choices[f.name], " "))
 			case !f.boolean:

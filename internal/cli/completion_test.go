@@ -80,6 +80,25 @@ func TestCompletionBash(t *testing.T) {
 			t.Errorf("%q<TAB>: %q, want %q", tc.words, got, tc.want)
 		}
 	}
+	// --root completes directories, --output (metrics) files.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "claimstore.prom"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "claims"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		words []string
+		want  []string
+	}{
+		{[]string{"claimctl", "metrics", "--output", dir + "/cl"}, []string{dir + "/claimstore.prom", dir + "/claims"}},
+		{[]string{"claimctl", "metrics", "--root", dir + "/cl"}, []string{dir + "/claims"}},
+	} {
+		if got := bashComplete(t, script, tc.words...); !sameSet(got, tc.want) {
+			t.Errorf("%q<TAB>: %q, want %q", tc.words, got, tc.want)
+		}
+	}
 }
 
 // The zsh and fish scripts name every command and every flag of each (they

@@ -289,7 +289,7 @@ var claimRootDirs = []string{string(claimstore.KindSeat), string(claimstore.Kind
 
 // checkClaimRoot refuses, for the commands that walk a whole root (fsck,
 // classify --all, list), a directory that is evidently not a claim root: it
-// holds entries, and none of them is seat/, session/ or proofs/. Walking
+// holds entries, and none of them is seat/, session/, proofs/ or status/. Walking
 // /proc or /var/lib would report every entry as a stray file, hundreds of
 // findings that bury the real mistake, a wrong --root. An empty directory
 // is an empty root (nothing claimed yet); a root holding seat/ and strays is
@@ -314,7 +314,7 @@ func checkClaimRoot(rc rootChoice) error {
 	}
 	var nr *dirbackend.NotClaimRootError
 	if errors.As(dirbackend.NotClaimRoot(rc.Path, names), &nr) {
-		return fmt.Errorf("%s (from %s) is not a claim root: it holds %s and none of seat/, session/ or proofs/, which are all a claim root holds; pass the claim root with --root (or %s)",
+		return fmt.Errorf("%s (from %s) is not a claim root: it holds %s and none of seat/, session/, proofs/ or status/, which are all a claim root holds; pass the claim root with --root (or %s)",
 			rc.Path, rc.Source, nr.Shown(), envRoot)
 	}
 	return nil

@@ -128,7 +128,7 @@ const mainIntro = `claimctl is the operator tool of claimstore: crash-safe write
 seats and sessions, kept as append-only revisions under a claim root.`
 
 // mainGlobal says which flags every command takes and where the root is.
-const mainGlobal = `Every command but help, completion and run takes --json (one JSON document on
+const mainGlobal = `Every command but help, completion, metrics and run takes --json (one JSON document on
 standard output; NDJSON for classify --all) and, except version, --root DIR;
 these two may also come before the command (claimctl --root DIR show ...),
 not in both places. The root is --root, else $CLAIMSTORE_ROOT, else
@@ -204,9 +204,10 @@ func printRootHelp(w io.Writer) { fmt.Fprintln(w, wrapDoc(rootHelp, helpWidth(w)
 
 const rootHelp = `The claim root is the directory that holds every key's history:
 
-  <root>/seat/<hash>/r0000000001.json      revisions of a seat key
-  <root>/session/<hash>/r0000000001.json   revisions of a session key
-  <root>/proofs/boot-<24 hex>.json         boot proofs classify issued
+  <root>/seat/<hash>/r0000000001.json         revisions of a seat key
+  <root>/session/<hash>/r0000000001.json      revisions of a session key
+  <root>/proofs/boot-<24 hex>.json            boot proofs classify issued
+  <root>/status/classify-all-<machine>.json   the last classify --all, for metrics
 
 It is chosen by --root, else $CLAIMSTORE_ROOT, else /var/lib/claimstore when
 running as root and $XDG_STATE_HOME/claimstore (or ~/.local/state/claimstore)
@@ -218,7 +219,7 @@ directory, or writable by other users is refused. Commands that only read
 they see no revisions. fsck and classify --all fail (exit 1) on a missing root
 named by --root or $CLAIMSTORE_ROOT, a likely typo, and report an empty root
 for the default one. They refuse a directory that holds entries and none of
-seat/, session/ or proofs/: it is not a claim root.
+seat/, session/, proofs/ or status/: it is not a claim root.
 
 A root may also be kept in an etcd v3 cluster, etcd://host:2379[,host:2379...]/prefix,
 with the same layout and record bytes under the key prefix. claimctl links no

@@ -67,7 +67,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		runCmd, waitCmd,
-		listCmd, showCmd, logCmd, classifyCmd, fsckCmd, pruneCmd,
+		listCmd, showCmd, logCmd, classifyCmd, fsckCmd, pruneCmd, metricsCmd,
 		acquireCmd, advanceCmd, releaseCmd, copyCmd,
 		versionCmd, helpCmd, completionCmd,
 	}
