@@ -458,7 +458,16 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, rem
 				return err
 			}
 			if err := compacter.Compact(ctx, c.in.Loc, c.base); err != nil {
-				return err
+				if errors.Is(err, ErrSyncFailed) || ctx.Err() != nil {
+					return err
+				}
+				// A compaction that cannot be done now (an etcd cluster
+				// out of space refuses its base pointer's put; a removal
+				// has no put) leaves the key as it was: whole and
+				// readable. The removals go on; the next prune retries.
+				rep.Kept++
+				each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "not compacted now: " + err.Error() + "; the next prune tries again"})
+				continue
 			}
 			if !c.finish {
 				s.reportDone(rep, c, each)

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/claimstore/claimstore/claimstore/etcdbackend"
+	"github.com/claimstore/claimstore/internal/etcdtest"
 )
 
 // clock is a test's clock that it moves by hand.
@@ -305,4 +308,59 @@ func TestCopyPrunedRoot(t *testing.T) {
 		}
 		mustCheckClean(t, dst)
 	})
+}
+
+// On an etcd cluster out of space (its NOSPACE alarm raised), prune still
+// removes old sessions: each removal is a transaction without a put,
+// which etcd applies under the alarm. A seat's compaction puts its base
+// pointer, so it waits, kept with why, until the operator has freed space
+// and disarmed the alarm; the next prune compacts it.
+func TestPruneUnderNoSpace(t *testing.T) {
+	if why := etcdLeftOut(); why != "" {
+		t.Skip(why)
+	}
+	c := etcdtest.StartQuota(t, 4<<20)
+	cli := c.Client(t)
+	ctx := context.Background()
+	be, err := etcdbackend.New(cli, etcdtest.Prefix(t), testEtcdOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newClock()
+	s := openStore(t, "etcd://"+strings.Join(c.Hosts(), ",")+"/x", &TOpts{Backend: be, Now: clk.now})
+	seat := seatKey(t, "s")
+	var sessions []Key
+	for _, name := range []string{"a", "b", "c"} {
+		k := sessionKey(t, name)
+		sessions = append(sessions, k)
+		runLifecycle(t, s, seat, k)
+	}
+	clk.add(40 * day)
+	c.Fill(t)
+	var got []string
+	o := pruneOpts(t, s, &got)
+	rep, err := s.Prune(ctx, o)
+	if err != nil {
+		t.Fatalf("Prune under NOSPACE: %v", err)
+	}
+	if rep.Removed != 3 || rep.Compacted != 0 {
+		t.Fatalf("under NOSPACE: %+v; want the 3 sessions removed and the seat not compacted\n%s", rep, strings.Join(got, "\n"))
+	}
+	if j := strings.Join(got, "\n"); !strings.Contains(j, "kept "+seat.String()+": not compacted now") || !strings.Contains(j, "out of space") {
+		t.Errorf("the seat's compaction is not kept with why:\n%s", j)
+	}
+	for _, k := range sessions {
+		if h, err := s.Head(ctx, k); err != nil || h.N != 0 {
+			t.Errorf("%s under NOSPACE: head %d, %v; want removed", k, h.N, err)
+		}
+	}
+	c.Free(t)
+	got = nil
+	if rep, err = s.Prune(ctx, pruneOpts(t, s, &got)); err != nil || rep.Compacted != 1 {
+		t.Fatalf("after the alarm is disarmed: %+v, %v; want the seat compacted", rep, err)
+	}
+	if h, err := s.Head(ctx, seat); err != nil || h.N != 12 || h.Held() {
+		t.Errorf("compacted seat head %d held=%v %v; want r12 free", h.N, h.Held(), err)
+	}
+	mustCheckClean(t, s)
 }

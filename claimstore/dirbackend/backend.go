@@ -316,6 +316,12 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 				}
 			}
 		}
+		if lo == 0 {
+			// A base pointer whose revision is missing: the history it
+			// names was lost (or the pointer planted). Never "no
+			// revisions": the key reads as damaged, at the base.
+			return base, &fs.PathError{Op: "read base", Path: filepath.Join(dir, storage.RevisionName(base)), Err: &storage.DamageError{Reason: fmt.Sprintf("the key's base pointer names revision %d as its oldest, and it is missing; the key reads as held; run claimctl fsck", base)}}, nil
+		}
 		b.mu.Lock()
 		b.hints[loc] = lo
 		b.mu.Unlock()

@@ -248,3 +248,86 @@ func TestHeadReadFaultsAreErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeCompacted: a compacted key's probe starts at its base, whatever
+// a cut compaction left below it and wherever the last head seen was, and
+// every check it makes (the base pointer's included) can fail it; a base
+// pointer whose revision is missing reads as damaged, never as no history.
+func TestProbeCompacted(t *testing.T) {
+	loc := storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("cd", 16)}
+	cases := []struct {
+		name    string
+		present []uint64 // revisions on disk
+		base    uint64
+		hint    uint64
+		want    uint64
+		damaged bool
+	}{
+		{"cold, leftovers below", []uint64{1, 3, 5, 6, 7, 8, 9}, 5, 0, 9, false},
+		{"hint on a leftover", []uint64{1, 3, 5, 6, 7, 8, 9}, 5, 3, 9, false},
+		{"hint below the base, gone", []uint64{5, 6, 7}, 5, 2, 7, false},
+		{"hint inside", []uint64{5, 6, 7, 8, 9}, 5, 7, 9, false},
+		{"hint at the head", []uint64{5, 6, 7, 8, 9}, 5, 9, 9, false},
+		{"hint above the head, gone", []uint64{5, 6, 7}, 5, 12, 7, false},
+		{"base only", []uint64{4}, 4, 0, 4, false},
+		{"base missing", []uint64{1, 2, 6, 7}, 5, 0, 5, true},
+		{"base missing, hint gone", []uint64{6, 7}, 5, 9, 5, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := newRoot(t)
+			dir := filepath.Join(root, string(loc.Kind), loc.Hash)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range c.present {
+				if err := os.WriteFile(filepath.Join(dir, storage.RevisionName(n)), nil, 0o400); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ptr := fmt.Sprintf(`{"version":1,"kind":%q,"key":%q,"base":%d,"writtenAt":"2026-01-01T00:00:00.000Z"}`+"\n", BaseKind, loc.String(), c.base)
+			if err := os.WriteFile(filepath.Join(dir, BaseName), []byte(ptr), 0o400); err != nil {
+				t.Fatal(err)
+			}
+			for _, plain := range []bool{false, true} {
+				probe := func(failAt int) (uint64, error, error, int) {
+					calls := 0
+					var fsys vfs.FS = probeCountFS{calls: &calls, failAt: failAt, size: 4096}
+					if plain {
+						fsys = lstatCountFS{FS: vfs.OS, calls: &calls, failAt: failAt}
+					}
+					b := New(root, &Options{FS: fsys})
+					if c.hint > 0 {
+						b.hints[loc] = c.hint
+					}
+					got, damage, err := b.probe(loc)
+					return got, damage, err, calls
+				}
+				got, damage, err, calls := probe(0)
+				if err != nil || got != c.want || (damage != nil) != c.damaged {
+					t.Fatalf("plain=%v: probe = %d, damage %v, %v; want %d, damaged=%v", plain, got, damage, err, c.want, c.damaged)
+				}
+				if c.damaged && !strings.Contains(damage.Error(), "base pointer names revision") {
+					t.Errorf("damage %q does not say the base revision is missing", damage)
+				}
+				for k := 1; k <= calls; k++ {
+					if got, _, err, _ := probe(k); !errors.Is(err, syscall.EIO) {
+						t.Errorf("plain=%v: check %d of %d failing: probe = %d, %v; want EIO", plain, k, calls, got, err)
+					}
+				}
+			}
+		})
+	}
+	// A base pointer that does not check is an error naming it.
+	root := newRoot(t)
+	dir := filepath.Join(root, string(loc.Kind), loc.Hash)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, BaseName), []byte(`{"version":1,"kind":"claimstore-base","key":"seat/other","base":3}`), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := New(root, nil).probe(loc); err == nil || !strings.Contains(err.Error(), "not a base pointer of") {
+		t.Errorf("probe with a base pointer of another key: %v; want an error naming it", err)
+	}
+}

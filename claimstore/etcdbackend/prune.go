@@ -139,6 +139,15 @@ func (b *Backend) Compact(ctx context.Context, loc storage.Loc, base uint64) err
 		resp, err := b.cli.Txn(rctx).If(cmpBase, clientv3.Compare(clientv3.CreateRevision(b.RevisionKey(loc, base)), ">", 0)).
 			Then(clientv3.OpPut(key, string(v)), clientv3.OpDelete(dir+storage.RevisionName(1), clientv3.WithRange(dir+storage.RevisionName(base)))).Commit()
 		cancel()
+		if err != nil && (isNoSpace(err) || isAccess(err)) {
+			// Refused: a quota refusal may still have been applied (etcd
+			// applies, then reports the quota), so the base read back
+			// decides; a refused permission never applies.
+			if now, _, rerr := b.readBase(ctx, loc); rerr == nil && now >= base {
+				return nil
+			}
+			return b.reqErr(ctx, "compact", key, err)
+		}
 		if err != nil {
 			// A lost reply: the base read again decides (it is ours, or
 			// the compaction did not apply and is tried again).
@@ -179,6 +188,9 @@ func (b *Backend) RemoveKey(ctx context.Context, loc storage.Loc, n uint64, head
 				return nil
 			}
 			return pathErr("remove key", dir, fmt.Errorf("%w: revision %d is no longer the head read", storage.ErrHeadMoved, n))
+		}
+		if isAccess(err) {
+			return b.reqErr(ctx, "remove key", dir, err)
 		}
 		last = err
 		// The reply was lost: the head read back decides. Gone whole
