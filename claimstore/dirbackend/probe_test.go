@@ -331,3 +331,65 @@ func TestProbeCompacted(t *testing.T) {
 		t.Errorf("probe with a base pointer of another key: %v; want an error naming it", err)
 	}
 }
+
+// readDirFailFS fails every ReadDir and ScanDir with EIO.
+type readDirFailFS struct{ vfs.OSFS }
+
+func (readDirFailFS) ReadDir(name string) ([]string, error) {
+	return nil, &os.PathError{Op: "readdir", Path: name, Err: syscall.EIO}
+}
+
+func (readDirFailFS) ScanDir(dir string, each func([]byte)) error {
+	return &os.PathError{Op: "getdents", Path: dir, Err: syscall.EIO}
+}
+
+// TestCensusFromBase: the census counts the revisions from the key's base
+// up (the base itself included, what a cut compaction left below it not),
+// whether the filesystem streams names (ScanDir) or only lists them, and
+// an error listing is the census's error.
+func TestCensusFromBase(t *testing.T) {
+	loc := storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("ef", 16)}
+	root := newRoot(t)
+	dir := filepath.Join(root, string(loc.Kind), loc.Hash)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []uint64{1, 2, 5, 6, 7} {
+		if err := os.WriteFile(filepath.Join(dir, storage.RevisionName(n)), nil, 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ptr := fmt.Sprintf(`{"version":1,"kind":%q,"key":%q,"base":5,"writtenAt":"2026-01-01T00:00:00.000Z"}`+"\n", BaseKind, loc.String())
+	if err := os.WriteFile(filepath.Join(dir, BaseName), []byte(ptr), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	calls := 0
+	for _, fsys := range []vfs.FS{vfs.OS, lstatCountFS{FS: vfs.OS, calls: &calls}} {
+		b := New(root, &Options{FS: fsys})
+		top, count, base, err := b.Census(ctx, loc)
+		if err != nil || top != 7 || count != 3 || base != 5 {
+			t.Errorf("%T: Census = top %d, count %d, base %d, %v; want 7, 3, 5", fsys, top, count, base, err)
+		}
+		base, revs, other, err := b.ListFrom(ctx, loc)
+		if err != nil || base != 5 || fmt.Sprint(revs) != "[5 6 7]" || len(other) != 0 {
+			t.Errorf("%T: ListFrom = %d %v %v, %v; want 5 [5 6 7] []", fsys, base, revs, other, err)
+		}
+	}
+	b := New(root, &Options{FS: readDirFailFS{}})
+	if _, _, _, err := b.Census(ctx, loc); !errors.Is(err, syscall.EIO) {
+		t.Errorf("Census on a directory that cannot be read: %v, want EIO", err)
+	}
+	b = New(root, &Options{FS: lstatCountFS{FS: readDirFailFS{}, calls: &calls}})
+	if _, _, _, err := b.Census(ctx, loc); !errors.Is(err, syscall.EIO) {
+		t.Errorf("Census (listing) on a directory that cannot be read: %v, want EIO", err)
+	}
+	empty := storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("01", 16)}
+	if err := os.MkdirAll(filepath.Join(root, string(empty.Kind), empty.Hash), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b = New(root, &Options{FS: lstatCountFS{FS: vfs.OS, calls: &calls}})
+	if top, count, _, err := b.Census(ctx, empty); top != 0 || count != 0 || err != nil {
+		t.Errorf("Census of an empty key = %d, %d, %v", top, count, err)
+	}
+}

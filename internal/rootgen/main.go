@@ -1,0 +1,181 @@
+// Command rootgen writes a claim root of finished sessions quickly and
+// honestly, for measuring what a long-lived root costs (docs/BENCHMARKS.md):
+// the same files real lifecycles leave — each session a whole lifecycle
+// (reserved, active, stopping, stopped with a cohort proof) on its key and
+// on its seat's, records as this store writes them (taken from a real
+// lifecycle run through the store, then given each session's key, claim,
+// revision and time) — without the fsyncs that would make a year of
+// history take hours to write. The result is fsck-clean. One syncfs at the
+// end makes it durable.
+//
+//	go run ./internal/rootgen -root DIR -sessions 100000 -seats 20 -per-day 2000 [-held 0.01]
+//
+// Sessions are spread over the seats in turn and over time at -per-day,
+// ending now; -held leaves that share of the newest sessions held
+// (reserved, by an owner of an earlier boot), as a crash would.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/claimstore/dirbackend"
+)
+
+func main() {
+	root := flag.String("root", "", "the claim root to write (must not exist)")
+	sessions := flag.Int("sessions", 10000, "finished sessions")
+	seats := flag.Int("seats", 20, "seats they are spread over")
+	perDay := flag.Int("per-day", 2000, "sessions a day")
+	held := flag.Float64("held", 0, "share of the newest sessions left held")
+	flag.Parse()
+	if *root == "" || *sessions < 1 || *seats < 1 || *perDay < 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(*root, *sessions, *seats, *perDay, *held); err != nil {
+		fmt.Fprintln(os.Stderr, "rootgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(root string, sessions, seats, perDay int, held float64) error {
+	if _, err := os.Lstat(root); err == nil {
+		return fmt.Errorf("%s exists; give a new directory", root)
+	}
+	tmpl, err := templates()
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(root, 0o700); err != nil {
+		return err
+	}
+	seatKeys := make([]claimstore.Key, seats)
+	seatRev := make([]uint64, seats)
+	for i := range seatKeys {
+		if seatKeys[i], err = claimstore.SeatKey(fmt.Sprintf("seat-%03d", i), "project", "/workspace"); err != nil {
+			return err
+		}
+	}
+	step := 24 * time.Hour / time.Duration(perDay)
+	start := time.Now().UTC().Add(-time.Duration(sessions) * step)
+	firstHeld := sessions - int(float64(sessions)*held)
+	made := map[string]bool{}
+	for i := range sessions {
+		seat := seatKeys[i%seats]
+		session, err := claimstore.SessionKey(fmt.Sprintf("session-%08d", i))
+		if err != nil {
+			return err
+		}
+		id := fmt.Sprintf("c%024x", i+1)
+		at := start.Add(time.Duration(i) * step)
+		n := 4
+		if i >= firstHeld {
+			n = 1
+		}
+		for r := 0; r < n; r++ {
+			seatRev[i%seats]++
+			when := at.Add(time.Duration(r) * time.Second)
+			for _, kv := range []struct {
+				k Key
+				n uint64
+			}{{seat, seatRev[i%seats]}, {session, uint64(r + 1)}} {
+				rec, err := claimstore.DecodeRecord(tmpl[r], tmpl0Key, uint64(r+1))
+				if err != nil {
+					return err
+				}
+				rec.Key, rec.Revision, rec.ClaimID = kv.k, kv.n, id
+				rec.WrittenAt = when.Format("2006-01-02T15:04:05.000Z")
+				rec.Fields.Set("pair", pairJSON(seat, session))
+				rec.Fields.Set("unitName", []byte(fmt.Sprintf("%q", "mosaic-chat-"+id)))
+				data, err := rec.Marshal()
+				if err != nil {
+					return err
+				}
+				dir := filepath.Join(root, string(kv.k.Kind), kv.k.Hash())
+				if !made[dir] {
+					if err := os.MkdirAll(dir, 0o700); err != nil {
+						return err
+					}
+					made[dir] = true
+				}
+				if err := os.WriteFile(filepath.Join(dir, claimstore.RevisionName(kv.n)), data, 0o400); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Syncfs(fd)
+}
+
+type Key = claimstore.Key
+
+var tmpl0Key Key
+
+func pairJSON(seat, session Key) []byte {
+	return []byte(`{"seat":` + string(seat.JSON()) + `,"session":` + string(session.JSON()) + `}`)
+}
+
+// templates runs one real lifecycle through the store in a scratch root
+// and returns its session revisions: the records every generated session
+// copies, as this store writes them. The owner is this process, which is
+// gone by the time the root is read.
+func templates() ([4][]byte, error) {
+	var out [4][]byte
+	dir, err := os.MkdirTemp("", "rootgen-")
+	if err != nil {
+		return out, err
+	}
+	defer os.RemoveAll(dir)
+	be, err := dirbackend.Open(filepath.Join(dir, "root"), nil)
+	if err != nil {
+		return out, err
+	}
+	s, err := claimstore.New(be, nil)
+	if err != nil {
+		return out, err
+	}
+	ctx := context.Background()
+	seat, _ := claimstore.SeatKey("t", "project", "/workspace")
+	session, _ := claimstore.SessionKey("t")
+	tmpl0Key = session
+	owner, err := s.Self(1)
+	if err != nil {
+		return out, err
+	}
+	c, err := s.Acquire(ctx, seat, session, claimstore.AcquireFields{Owner: owner})
+	if err != nil {
+		return out, err
+	}
+	for _, st := range []claimstore.State{claimstore.Active, claimstore.Stopping} {
+		if err := s.Advance(ctx, c, claimstore.Patch{State: st}); err != nil {
+			return out, err
+		}
+	}
+	if err := s.Release(ctx, c, claimstore.NewProof(claimstore.ProofCohort, "done")); err != nil {
+		return out, err
+	}
+	revs, err := s.Revisions(ctx, session)
+	if err != nil {
+		return out, err
+	}
+	if len(revs) != 4 {
+		return out, fmt.Errorf("a lifecycle left %d revisions", len(revs))
+	}
+	for i := range out {
+		out[i] = revs[i].Data
+	}
+	return out, nil
+}
