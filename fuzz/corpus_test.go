@@ -250,7 +250,7 @@ var modelOutcomes = []string{
 }
 
 const (
-	modelSeedCandidates = 400 // pseudo-random inputs tried
+	modelSeedCandidates = 1200 // pseudo-random inputs tried
 	modelSeedMinSteps   = 20  // of modelFuzzSteps
 	modelSeedMax        = 8   // seeds written at most
 )
