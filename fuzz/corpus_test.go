@@ -251,8 +251,8 @@ var modelOutcomes = []string{
 
 const (
 	modelSeedCandidates = 1200 // pseudo-random inputs tried
-	modelSeedMinSteps   = 20  // of modelFuzzSteps
-	modelSeedMax        = 8   // seeds written at most
+	modelSeedMinSteps   = 20   // of modelFuzzSteps
+	modelSeedMax        = 8    // seeds written at most
 )
 
 // runsEveryOp reports whether the run acquired, advanced, released and
