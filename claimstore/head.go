@@ -177,12 +177,6 @@ func (s *Store) listedUpTo(loc Loc, n uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	top, ok := s.listed[loc]
-	if ok && n < top {
-		// The history shrank (prune removed the key, and it is being
-		// written again): what was listed says nothing about it now.
-		delete(s.listed, loc)
-		return false
-	}
 	return ok && n >= top
 }
 

@@ -262,16 +262,18 @@ func TestProbeCompacted(t *testing.T) {
 		hint    uint64
 		want    uint64
 		damaged bool
+		checks  int
 	}{
-		{"cold, leftovers below", []uint64{1, 3, 5, 6, 7, 8, 9}, 5, 0, 9, false},
-		{"hint on a leftover", []uint64{1, 3, 5, 6, 7, 8, 9}, 5, 3, 9, false},
-		{"hint below the base, gone", []uint64{5, 6, 7}, 5, 2, 7, false},
-		{"hint inside", []uint64{5, 6, 7, 8, 9}, 5, 7, 9, false},
-		{"hint at the head", []uint64{5, 6, 7, 8, 9}, 5, 9, 9, false},
-		{"hint above the head, gone", []uint64{5, 6, 7}, 5, 12, 7, false},
-		{"base only", []uint64{4}, 4, 0, 4, false},
-		{"base missing", []uint64{1, 2, 6, 7}, 5, 0, 5, true},
-		{"base missing, hint gone", []uint64{6, 7}, 5, 9, 5, true},
+		{"cold, leftovers below", []uint64{1, 3, 5, 6, 7, 8, 9}, 5, 0, 9, false, 8},
+		{"hint on a leftover", []uint64{1, 3, 5, 6, 7, 8, 9}, 5, 3, 9, false, 8},
+		{"hint below the base, gone", []uint64{5, 6, 7}, 5, 2, 7, false, 6},
+		{"hint inside", []uint64{5, 6, 7, 8, 9}, 5, 7, 9, false, 6},
+		{"hint at the head", []uint64{5, 6, 7, 8, 9}, 5, 9, 9, false, 3},
+		{"hint above the head, gone", []uint64{5, 6, 7}, 5, 12, 7, false, 7},
+		{"base only", []uint64{4}, 4, 0, 4, false, 3},
+		{"base missing", []uint64{1, 2, 6, 7}, 5, 0, 5, true, 2},
+		{"base missing, hint gone", []uint64{6, 7}, 5, 9, 5, true, 3},
+		{"at the last number", []uint64{storage.MaxRevision - 1, storage.MaxRevision}, storage.MaxRevision - 1, 0, storage.MaxRevision, false, 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -306,6 +308,11 @@ func TestProbeCompacted(t *testing.T) {
 				got, damage, err, calls := probe(0)
 				if err != nil || got != c.want || (damage != nil) != c.damaged {
 					t.Fatalf("plain=%v: probe = %d, damage %v, %v; want %d, damaged=%v", plain, got, damage, err, c.want, c.damaged)
+				}
+				// The cost: the base pointer's check, then a gallop from
+				// the base or the hint, whichever is higher.
+				if !plain && calls != c.checks {
+					t.Errorf("probe made %d checks, want %d", calls, c.checks)
 				}
 				if c.damaged && !strings.Contains(damage.Error(), "base pointer names revision") {
 					t.Errorf("damage %q does not say the base revision is missing", damage)
@@ -383,6 +390,14 @@ func TestCensusFromBase(t *testing.T) {
 	b = New(root, &Options{FS: lstatCountFS{FS: readDirFailFS{}, calls: &calls}})
 	if _, _, _, err := b.Census(ctx, loc); !errors.Is(err, syscall.EIO) {
 		t.Errorf("Census (listing) on a directory that cannot be read: %v, want EIO", err)
+	}
+	// A key directory that is a symlink is never listed through.
+	linked := storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("23", 16)}
+	if err := os.Symlink(dir, filepath.Join(root, string(linked.Kind), linked.Hash)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := New(root, nil).Census(ctx, linked); !errors.Is(err, storage.ErrUnsafePath) {
+		t.Errorf("Census through a symlinked key directory: %v, want ErrUnsafePath", err)
 	}
 	empty := storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("01", 16)}
 	if err := os.MkdirAll(filepath.Join(root, string(empty.Kind), empty.Hash), 0o700); err != nil {

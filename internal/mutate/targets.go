@@ -55,21 +55,6 @@ var targets = []target{
 		Tests: dirbackendTests,
 	},
 	{
-		File: "claimstore/dirbackend/prune.go",
-		Funcs: []string{
-			"Backend.readBase", "Backend.ListFrom", "dropBelow", "Backend.Census",
-			"guarded.Commit", "Backend.Compact", "Backend.RemoveKey",
-		},
-		Tests: dirbackendTests,
-	},
-	{
-		File: "claimstore/prune.go",
-		Funcs: []string{
-			"Store.Prune", "oldEnough", "Store.compactionOf", "Store.sessionBlock", "Store.pruneBatch",
-		},
-		Tests: claimstoreTests,
-	},
-	{
 		File: "claimstore/head.go",
 		Funcs: []string{
 			"Store.head", "Store.probeHead", "Store.verifyHeadProof",
