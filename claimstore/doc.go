@@ -23,7 +23,9 @@
 // directory, fsyncing it, link()ing it to the revision name, and fsyncing
 // the directory. link fails when the name exists, so exactly one writer wins
 // each number, and a revision name only ever refers to complete, synced
-// contents. Revisions are never rewritten or removed. Every step of a claim
+// contents. Revisions are never rewritten; only Prune removes them, the
+// history of keys free for longer than its retention, archived first and
+// never racing a writer (see Prune). Every step of a claim
 // publishes on the seat key and then on the session key, fenced on the
 // revisions the claim last published: a head that moved is a refusal.
 //
