@@ -364,3 +364,30 @@ func TestPruneUnderNoSpace(t *testing.T) {
 	}
 	mustCheckClean(t, s)
 }
+
+// A long-lived store that wrote a session before another store pruned it
+// claims the session again: the directory it had made durable is gone,
+// and it makes it again (found by the state machine's prune action).
+func TestLongLivedStoreClaimsAPrunedSession(t *testing.T) {
+	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
+		ctx := context.Background()
+		clk := newClock()
+		root := newRoot(t)
+		long := openStore(t, root, &TOpts{Now: clk.now})
+		seat, x := seatKey(t, "s"), sessionKey(t, "x")
+		runLifecycle(t, long, seat, x)
+		clk.add(40 * day)
+		o := &PruneOptions{OlderThan: 30 * day, NoArchive: true}
+		if rep, err := openStore(t, root, &TOpts{Now: clk.now}).Prune(ctx, o); err != nil || rep.Removed != 1 {
+			t.Fatalf("prune: %+v %v", rep, err)
+		}
+		c, err := long.Acquire(ctx, seatKey(t, "other"), x, fields(t, long))
+		if err != nil {
+			t.Fatalf("the long-lived store's acquire of the pruned session: %v", err)
+		}
+		if c.SessionRev != 1 {
+			t.Errorf("session r%d, want r1", c.SessionRev)
+		}
+		mustCheckClean(t, openStore(t, root, &TOpts{Now: clk.now}))
+	})
+}

@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
+	"github.com/claimstore/claimstore/claimstore/storage"
 	"github.com/claimstore/claimstore/hostid/hostidtest"
 )
 
@@ -83,6 +85,7 @@ type claimMachine struct {
 	nextPID  int
 	stores   []*Store
 	operator *Store // reads, and the recover action
+	pruner   *Store // prunes, with a clock 60 days on: every free key is old to it
 	seats    []Key
 	sessions []Key
 
@@ -115,6 +118,9 @@ func newClaimMachine(t *rapid.T, open func(*TOpts) (*Store, error)) *claimMachin
 	}
 	var err error
 	if m.operator, err = open(&TOpts{Host: m.host, Now: fixedNow}); err != nil {
+		t.Fatal(err)
+	}
+	if m.pruner, err = open(&TOpts{Host: m.host, Now: func() time.Time { return fixedNow().Add(60 * 24 * time.Hour) }}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range smSeats {
@@ -442,6 +448,69 @@ func (m *claimMachine) ownerLive(rec *Record) bool {
 	return running && o.Boot == m.host.Boot
 }
 
+// prune runs a prune to which every free key is old: it removes free
+// sessions and compacts free seats, and must leave every held key as it
+// was, never lower a seat's head (its numbering), and remove nothing else.
+// What it removed is no longer expected on disk.
+func (m *claimMachine) prune(t *rapid.T) {
+	ctx := context.Background()
+	keys := append(slices.Clone(m.seats), m.sessions...)
+	before := map[Key]*Head{}
+	for _, k := range keys {
+		h, err := m.operator.Head(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[k] = h
+	}
+	rep, err := m.pruner.Prune(ctx, &PruneOptions{OlderThan: 30 * 24 * time.Hour, NoArchive: true})
+	if err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	t.Logf("  operator: Prune removed %d, compacted %d, kept %d", rep.Removed, rep.Compacted, rep.Kept)
+	for _, k := range keys {
+		h, err := m.operator.Head(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := before[k]
+		switch {
+		case b.Held():
+			if !h.Held() || h.N != b.N {
+				t.Fatalf("prune changed held %v: head %d (held %v), was %d", k, h.N, h.Held(), b.N)
+			}
+		case k.Kind == KindSeat:
+			if h.N != b.N || h.Held() {
+				t.Fatalf("prune moved seat %v's head from %d to %d (held %v): its numbering never restarts", k, b.N, h.N, h.Held())
+			}
+		default:
+			if h.N != 0 && h.N != b.N {
+				t.Fatalf("prune left session %v at %d, was %d: removed whole or kept", k, h.N, b.N)
+			}
+			if h.N == 0 {
+				*m.model[k] = keyModel{status: kFree}
+			}
+		}
+		// Prune is the one deleter: what it removed is forgotten.
+		base, revs, _, err := m.operator.Backend().(storage.Compacter).ListFrom(ctx, k.Loc())
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[uint64]bool{}
+		for _, n := range revs {
+			have[n] = true
+		}
+		for n := uint64(1); n <= b.N; n++ {
+			if !have[n] {
+				if n >= base && h.N != 0 {
+					t.Fatalf("prune removed revision %d of %v above its base %d", n, k, base)
+				}
+				delete(m.observed, m.operator.KeyDir(k)+"/"+RevisionName(n))
+			}
+		}
+	}
+}
+
 // classify is classify as an operator runs it after a crash: the decision
 // is the store's, and the invariant is that nothing an owner may still
 // use is ever freed.
@@ -512,14 +581,15 @@ func (m *claimMachine) check(t *rapid.T) {
 	seen := map[string]bool{}
 	for _, k := range append(slices.Clone(m.seats), m.sessions...) {
 		dir := m.operator.KeyDir(k)
-		revs, other, err := m.operator.Backend().List(context.Background(), k.Loc())
+		base, revs, other, err := m.operator.Backend().(storage.Compacter).ListFrom(context.Background(), k.Loc())
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Dense history, and nothing but revisions (no temporaries).
+		// Dense history from its base (1, unless prune compacted the key),
+		// and nothing but revisions (no temporaries).
 		for i, n := range revs {
-			if n != uint64(i+1) {
-				t.Fatalf("%v history is not dense: %v", k, revs)
+			if n != base+uint64(i) {
+				t.Fatalf("%v history is not dense from its base %d: %v", k, base, revs)
 			}
 		}
 		if len(other) != 0 {
@@ -546,8 +616,8 @@ func (m *claimMachine) check(t *rapid.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.N != uint64(len(revs)) {
-			t.Fatalf("%v: Head is revision %d, List says %d", k, h.N, len(revs))
+		if want := base + uint64(len(revs)) - 1; len(revs) > 0 && h.N != want || len(revs) == 0 && h.N != 0 {
+			t.Fatalf("%v: Head is revision %d, List says %v from base %d", k, h.N, revs, base)
 		}
 		km := m.model[k]
 		switch km.status {
@@ -661,6 +731,7 @@ func claimStateMachine(t *testing.T, bc backendCase) {
 			},
 			"recover":  m.recover,
 			"classify": m.classify,
+			"prune":    m.prune,
 			"reboot":   m.reboot,
 			"":         m.check,
 		})

@@ -246,6 +246,18 @@ func (b *Backend) prepare(dir, base string, data []byte, hook func(storage.Barri
 	}
 	name := filepath.Join(dir, base)
 	t, err := b.fs.CreateTemp(dir, 0o400)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A directory this process made durable before is gone: prune
+		// removed the key since (another process's, or this one's). Make
+		// it again, as for a key never written.
+		b.mu.Lock()
+		delete(b.durable, dir)
+		b.mu.Unlock()
+		if needs, err = b.makeDirs(dir); err != nil {
+			return nil, err
+		}
+		t, err = b.fs.CreateTemp(dir, 0o400)
+	}
 	if err != nil {
 		return nil, err
 	}
