@@ -180,30 +180,39 @@ func TestPruneAtEveryAcquirePoint(t *testing.T) {
 	})
 }
 
+// refPruneFixture is a root the reference implementation shares (the
+// compatibility tests' host), with the session "old" claimed on seat "a"
+// and released 40 days ago on the clock it returns.
+func refPruneFixture(t *testing.T) (root string, s *Store, clk *clock, old Key) {
+	t.Helper()
+	root = filepath.Join(t.TempDir(), "root")
+	host := &hostidtest.Host{Machine: compatMachine, Boot: compatBoot, Procs: map[int]string{4100: "88001"}}
+	clk = newClock()
+	s, err := OpenRoot(root, &TOpts{Host: host, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := Owner{PID: 4100, Start: "88001", PIDNS: initialPIDNS}
+	old, _ = SessionKey("old")
+	seatA, _ := SeatKey("a", "p", "/w")
+	c, err := s.Acquire(context.Background(), seatA, old, AcquireFields{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(context.Background(), c, NewProof(ProofCohort, "done")); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(40 * day)
+	return root, s, clk, old
+}
+
 // The reference implementation, stopped between its two keys (its seat
 // revision published, its session's not: a record without a pair member),
 // keeps every session from removal: prune cannot tell which session it is
 // about to link. Once its acquire is complete, the next prune goes on.
 func TestPruneWaitsForReferenceBetweenKeys(t *testing.T) {
 	ctx := context.Background()
-	root := filepath.Join(t.TempDir(), "root")
-	host := &hostidtest.Host{Machine: compatMachine, Boot: compatBoot, Procs: map[int]string{4100: "88001"}}
-	clk := newClock()
-	s, err := OpenRoot(root, &TOpts{Host: host, Now: clk.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := Owner{PID: 4100, Start: "88001", PIDNS: initialPIDNS}
-	old, _ := SessionKey("old")
-	seatA, _ := SeatKey("a", "p", "/w")
-	c, err := s.Acquire(ctx, seatA, old, AcquireFields{Owner: owner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, c, NewProof(ProofCohort, "done")); err != nil {
-		t.Fatal(err)
-	}
-	clk.add(40 * day)
+	root, s, _, old := refPruneFixture(t)
 	// The reference crashes between its keys, on another seat, acquiring
 	// the old session again.
 	res := refDriver(t, compatRequest(root,
@@ -253,24 +262,7 @@ func TestPruneWaitsForReferenceBetweenKeys(t *testing.T) {
 // root checks clean.
 func TestPruneBeatsReferenceLink(t *testing.T) {
 	ctx := context.Background()
-	root := filepath.Join(t.TempDir(), "root")
-	host := &hostidtest.Host{Machine: compatMachine, Boot: compatBoot, Procs: map[int]string{4100: "88001"}}
-	clk := newClock()
-	s, err := OpenRoot(root, &TOpts{Host: host, Now: clk.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := Owner{PID: 4100, Start: "88001", PIDNS: initialPIDNS}
-	old, _ := SessionKey("old")
-	seatA, _ := SeatKey("a", "p", "/w")
-	c, err := s.Acquire(ctx, seatA, old, AcquireFields{Owner: owner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Release(ctx, c, NewProof(ProofCohort, "done")); err != nil {
-		t.Fatal(err)
-	}
-	clk.add(40 * day)
+	root, s, clk, old := refPruneFixture(t)
 	head, err := s.Head(ctx, old)
 	if err != nil {
 		t.Fatal(err)

@@ -465,7 +465,7 @@ func (b *Backend) census(ctx context.Context, loc storage.Loc, base uint64) (top
 	sc, ok := b.fs.(vfs.DirScanner)
 	if !ok {
 		revs, _, err := b.List(ctx, loc)
-		revs = dropBelow(revs, base)
+		revs = storage.DropBelow(revs, base)
 		if err != nil || len(revs) == 0 {
 			return 0, 0, err
 		}

@@ -98,49 +98,10 @@ func (b *Backend) Base(ctx context.Context, loc storage.Loc) (uint64, error) {
 	return b.readBase(loc)
 }
 
-// ListFrom implements storage.Compacter: List from the base up, with the
-// base read before and after the listing so that a compaction between
-// them is listed again rather than seen as a gap.
+// ListFrom implements storage.Compacter (storage.ListFromBase).
 func (b *Backend) ListFrom(ctx context.Context, loc storage.Loc) (uint64, []uint64, []string, error) {
-	for attempt := 0; ; attempt++ {
-		before, err := b.Base(ctx, loc)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		revs, other, err := b.List(ctx, loc)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		after, err := b.Base(ctx, loc)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		if before != after && attempt < 3 {
-			continue
-		}
-		return after, dropBelow(revs, after), dropNames(other), nil
-	}
-}
-
-// dropBelow returns revs (ascending) without those below base.
-func dropBelow(revs []uint64, base uint64) []uint64 {
-	i := 0
-	for i < len(revs) && revs[i] < base {
-		i++
-	}
-	return revs[i:]
-}
-
-// dropNames returns other without the names of the format's retention: the
-// base pointer is part of the key, not a foreign file.
-func dropNames(other []string) []string {
-	out := other[:0]
-	for _, name := range other {
-		if name != BaseName {
-			out = append(out, name)
-		}
-	}
-	return out
+	return storage.ListFromBase(func() (uint64, error) { return b.Base(ctx, loc) },
+		func() ([]uint64, []string, error) { return b.List(ctx, loc) }, BaseName)
 }
 
 // Census implements storage.Censuser: counting the revisions from the base

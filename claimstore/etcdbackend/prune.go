@@ -79,37 +79,10 @@ func (b *Backend) Base(ctx context.Context, loc storage.Loc) (uint64, error) {
 	return n, err
 }
 
-// ListFrom implements storage.Compacter: List, with the base read before
-// and after (a compaction between them lists again).
+// ListFrom implements storage.Compacter (storage.ListFromBase).
 func (b *Backend) ListFrom(ctx context.Context, loc storage.Loc) (uint64, []uint64, []string, error) {
-	for attempt := 0; ; attempt++ {
-		before, err := b.Base(ctx, loc)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		revs, other, err := b.List(ctx, loc)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		after, err := b.Base(ctx, loc)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		if before != after && attempt < 3 {
-			continue
-		}
-		i := 0
-		for i < len(revs) && revs[i] < after {
-			i++
-		}
-		out := other[:0]
-		for _, name := range other {
-			if name != baseName {
-				out = append(out, name)
-			}
-		}
-		return after, revs[i:], out, nil
-	}
+	return storage.ListFromBase(func() (uint64, error) { return b.Base(ctx, loc) },
+		func() ([]uint64, []string, error) { return b.List(ctx, loc) }, baseName)
 }
 
 // Compact implements storage.Compacter: one transaction (see above).

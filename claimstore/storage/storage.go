@@ -540,3 +540,45 @@ func ValidStatusName(name string) bool {
 	}
 	return true
 }
+
+// ListFromBase is Compacter.ListFrom for a backend whose base is read by
+// base and whose listing is list (the base pointer named baseName among
+// its other names): the base is read before and after the listing, which
+// is taken again, up to three times, when a compaction moved the base in
+// between; the revisions below the base and the pointer's own name are
+// left out.
+func ListFromBase(base func() (uint64, error), list func() ([]uint64, []string, error), baseName string) (uint64, []uint64, []string, error) {
+	for attempt := 0; ; attempt++ {
+		before, err := base()
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		revs, other, err := list()
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		after, err := base()
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if before != after && attempt < 3 {
+			continue
+		}
+		names := other[:0]
+		for _, name := range other {
+			if name != baseName {
+				names = append(names, name)
+			}
+		}
+		return after, DropBelow(revs, after), names, nil
+	}
+}
+
+// DropBelow returns revs (ascending) without those below base.
+func DropBelow(revs []uint64, base uint64) []uint64 {
+	i := 0
+	for i < len(revs) && revs[i] < base {
+		i++
+	}
+	return revs[i:]
+}
