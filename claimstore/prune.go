@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -63,9 +64,17 @@ type PruneOptions struct {
 	// Progress, if set, is called as keys are read and as they are pruned.
 	Progress func(phase string, done, total int)
 	// Each, if set, is called with every action, as it is taken (or, in a
-	// dry run, decided).
+	// dry run, decided). It is called from Prune's goroutine only.
 	Each func(PruneAction)
+	// Workers is how many tombstones are published at once. Default
+	// DefaultPruneWorkers.
+	Workers int
 }
+
+// DefaultPruneWorkers is how many tombstones prune publishes at once when
+// PruneOptions.Workers is not set: enough concurrent fsyncs that a journal
+// commit covers many of them (docs/BENCHMARKS.md, "Retention").
+const DefaultPruneWorkers = 32
 
 // PruneActionKind says what prune did to a key.
 type PruneActionKind string
@@ -126,6 +135,8 @@ type candidate struct {
 	// finish: a compaction to the base the key has, for what an earlier
 	// one left below it.
 	finish bool
+	// err is a tombstone publish's failure.
+	err error
 }
 
 // Prune removes the history of keys that have been free for longer than
@@ -145,6 +156,10 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 	now := s.now()
 	cutoff := now.Add(-retention)
 	rep := &PruneReport{DryRun: opts.DryRun}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = DefaultPruneWorkers
+	}
 	each := func(a PruneAction) {
 		if opts.Each != nil {
 			opts.Each(a)
@@ -285,7 +300,7 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 				rep.Archives = append(rep.Archives, name)
 			}
 		}
-		if err := s.pruneBatch(ctx, w, batch, remover, compacter, rep, each); err != nil {
+		if err := s.pruneBatch(ctx, w, batch, workers, remover, compacter, rep, each); err != nil {
 			return rep, err
 		}
 		done += len(batch)
@@ -448,7 +463,7 @@ func (s *Store) sessionBlock(ctx context.Context, w *Walk, protect map[Loc]bool)
 }
 
 // pruneBatch removes and compacts one batch, archived already.
-func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, remover storage.KeyRemover, compacter storage.Compacter, rep *PruneReport, each func(PruneAction)) error {
+func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, workers int, remover storage.KeyRemover, compacter storage.Compacter, rep *PruneReport, each func(PruneAction)) error {
 	marker, _ := s.be.(storage.RemovalMarker)
 	tombs := marker != nil && marker.NeedsTombstone()
 	var removals []*candidate
@@ -474,21 +489,22 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, rem
 			}
 			continue
 		}
-		h := c.in.Head
-		c.tombN, c.tombData = h.N, h.raw
-		if tombs && !h.Record.Tombstone {
-			n, data, won, err := s.publishTombstone(ctx, h)
-			if err != nil {
-				return err
-			}
-			if !won {
-				rep.Kept++
-				each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "written to since it was read"})
-				continue
-			}
-			c.tombN, c.tombData, c.to = n, data, n
-		}
 		removals = append(removals, c)
+	}
+	if tombs {
+		removals = s.publishTombstones(ctx, removals, workers, rep, each)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for _, c := range removals {
+			if c.err != nil {
+				return c.err
+			}
+		}
+	} else {
+		for _, c := range removals {
+			c.tombN, c.tombData = c.in.Head.N, c.in.Head.raw
+		}
 	}
 	if len(removals) == 0 {
 		return nil
@@ -503,6 +519,7 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, rem
 	if err != nil {
 		return err
 	}
+	var remove []*candidate
 	for _, c := range removals {
 		why := block
 		if protect[c.in.Loc] {
@@ -519,14 +536,37 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, rem
 		if err := s.pause(Point{Barrier: BarrierBeforeRemove, Key: *c.in.Key, Revision: c.tombN, ClaimID: c.in.ClaimID}); err != nil {
 			return err
 		}
-		err := remover.RemoveKey(ctx, c.in.Loc, c.tombN, c.tombData)
-		if errors.Is(err, storage.ErrHeadMoved) {
+		remove = append(remove, c)
+	}
+	if len(remove) == 0 {
+		return nil
+	}
+	errs := make([]error, len(remove))
+	if br, ok := remover.(storage.KeyBatchRemover); ok {
+		rs := make([]storage.Removal, len(remove))
+		for i, c := range remove {
+			rs[i] = storage.Removal{Loc: c.in.Loc, N: c.tombN, Head: c.tombData}
+		}
+		var err error
+		if errs, err = br.RemoveKeys(ctx, rs); err != nil {
+			return err
+		}
+	} else {
+		for i, c := range remove {
+			errs[i] = remover.RemoveKey(ctx, c.in.Loc, c.tombN, c.tombData)
+			if errs[i] != nil && !errors.Is(errs[i], storage.ErrHeadMoved) {
+				return errs[i]
+			}
+		}
+	}
+	for i, c := range remove {
+		if errors.Is(errs[i], storage.ErrHeadMoved) {
 			rep.Kept++
 			each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "written to since it was read"})
 			continue
 		}
-		if err != nil {
-			return err
+		if errs[i] != nil {
+			return errs[i]
 		}
 		s.mu.Lock()
 		delete(s.listed, c.in.Loc)
@@ -535,6 +575,59 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, rem
 		s.reportDone(rep, c, each)
 	}
 	return nil
+}
+
+// publishTombstones publishes a tombstone above each removal's free head
+// (one already a tombstone is its own), workers at a time: each is an
+// exclusive, durable publish of its own key, and fsyncs issued together
+// share the filesystem's journal commits where one at a time would pay one
+// each. It returns the removals whose tombstone is the head, in order, and
+// reports the others kept (written to since they were read); a removal
+// whose publish failed carries its error.
+func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers int, rep *PruneReport, each func(PruneAction)) []*candidate {
+	won := make([]bool, len(cs))
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(cs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				c := cs[i]
+				h := c.in.Head
+				if h.Record.Tombstone {
+					c.tombN, c.tombData, won[i] = h.N, h.raw, true
+					continue
+				}
+				n, data, ok, err := s.publishTombstone(ctx, h)
+				c.err = err
+				if ok {
+					c.tombN, c.tombData, c.to = n, data, n
+				}
+				won[i] = ok || err != nil
+			}
+		}()
+	}
+	for i := range cs {
+		if ctx.Err() != nil {
+			break
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	var out []*candidate
+	for i, c := range cs {
+		if !won[i] {
+			if ctx.Err() == nil {
+				rep.Kept++
+				each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "written to since it was read"})
+			}
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // reportDone counts and reports a removal or compaction.

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +64,7 @@ type basePointer struct {
 var (
 	_ storage.Compacter        = (*Backend)(nil)
 	_ storage.KeyRemover       = (*Backend)(nil)
+	_ storage.KeyBatchRemover  = (*Backend)(nil)
 	_ storage.RemovalMarker    = (*Backend)(nil)
 	_ storage.GuardedPublisher = (*Backend)(nil)
 	_ storage.Sweeper          = (*Backend)(nil)
@@ -334,51 +337,120 @@ func randomHex() string {
 // exactly head (the store's tombstone), renames the key directory to a
 // trash name, fsyncs the kind directory, and then removes the trash.
 func (b *Backend) RemoveKey(ctx context.Context, loc storage.Loc, n uint64, head []byte) error {
+	errs, err := b.RemoveKeys(ctx, []storage.Removal{{Loc: loc, N: n, Head: head}})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// removeBatchMax bounds how many keys one hold of the prune lock renames:
+// every publish waits for the lock (shared) while it is held exclusively,
+// so a long batch would stall acquirers; a short one pays its fsync of
+// the kind directory over fewer keys.
+const removeBatchMax = 256
+
+// RemoveKeys implements storage.KeyBatchRemover: RemoveKey's checks and
+// renames for up to removeBatchMax keys under one hold of the prune lock,
+// then one fsync per kind directory renamed in. The renames are made
+// durable before the lock is released, so that no publish (which takes the
+// lock shared) can rest on a removal a crash would undo. Until that fsync
+// a crash keeps any subset of the renames: each key is then either whole
+// in place (its tombstone head, free) or trash, which Sweep removes.
+func (b *Backend) RemoveKeys(ctx context.Context, rs []storage.Removal) ([]error, error) {
+	errs := make([]error, len(rs))
+	for start := 0; start < len(rs); start += removeBatchMax {
+		part := rs[start:min(start+removeBatchMax, len(rs))]
+		if err := b.removeKeys(ctx, part, errs[start:start+len(part)]); err != nil {
+			return nil, err
+		}
+	}
+	return errs, nil
+}
+
+func (b *Backend) removeKeys(ctx context.Context, rs []storage.Removal, errs []error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := b.checkFailed(); err != nil {
 		return err
 	}
-	dir := b.dir(loc)
-	kind := filepath.Dir(dir)
 	unlock, err := b.lockPrune(true)
 	if err != nil {
 		return err
 	}
+	var trashes []string
+	kinds := map[string]bool{}
+	for i, r := range rs {
+		trash, err := b.renameAway(r.Loc, r.N, r.Head)
+		if err != nil {
+			if errors.Is(err, storage.ErrHeadMoved) {
+				errs[i] = err
+				continue
+			}
+			// A rename that failed for another reason (or a damaged
+			// head) stops the batch; what was renamed before it is made
+			// durable first, as the others would have been.
+			if serr := b.syncKinds(kinds); serr != nil {
+				unlock()
+				return serr
+			}
+			unlock()
+			return err
+		}
+		trashes = append(trashes, trash)
+		kinds[filepath.Dir(trash)] = true
+	}
+	err = b.syncKinds(kinds)
+	unlock()
+	if err != nil {
+		return err
+	}
+	// The keys are gone, durably. Deleting the trash need not be: trash
+	// is no key's name, and what a crash keeps of it is the next Sweep's.
+	// So no fsync of the kind directory for it (a batch of removals pays
+	// one fsync per kind directory, for its renames, besides the
+	// tombstones').
+	for _, t := range trashes {
+		_ = b.deleteTree(t)
+	}
+	return nil
+}
+
+// renameAway checks that loc's head is revision n holding exactly head and
+// renames its directory to a trash name, which it returns. The caller
+// holds the prune lock exclusively and makes the rename durable.
+func (b *Backend) renameAway(loc storage.Loc, n uint64, head []byte) (string, error) {
+	dir := b.dir(loc)
 	top, distrust, err := b.probe(loc)
 	if err == nil && distrust != nil {
 		err = distrust
 	}
 	if err != nil {
-		unlock()
-		return err
+		return "", err
 	}
 	if top != n {
-		unlock()
-		return &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: the head is revision %d, not %d", storage.ErrHeadMoved, top, n)}
+		return "", &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: the head is revision %d, not %d", storage.ErrHeadMoved, top, n)}
 	}
 	got, err := b.readFile(filepath.Join(dir, storage.RevisionName(n)))
 	if err != nil || !bytes.Equal(got, head) {
-		unlock()
-		return &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: revision %d is not the one read", storage.ErrHeadMoved, n)}
+		return "", &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: revision %d is not the one read", storage.ErrHeadMoved, n)}
 	}
-	trash := filepath.Join(kind, TrashPrefix+loc.Hash+"-"+randomHex())
+	trash := filepath.Join(filepath.Dir(dir), TrashPrefix+loc.Hash+"-"+randomHex())
 	if err := b.fs.Rename(dir, trash); err != nil {
-		unlock()
-		return err
+		return "", err
 	}
 	b.forget(loc)
-	err = b.sync(func() error { return b.fs.SyncDir(kind) })
-	unlock()
-	if err != nil {
-		return &fs.PathError{Op: "fsync", Path: kind, Err: err}
+	return trash, nil
+}
+
+// syncKinds fsyncs the kind directories renamed in, in a fixed order.
+func (b *Backend) syncKinds(kinds map[string]bool) error {
+	for _, kind := range slices.Sorted(maps.Keys(kinds)) {
+		if err := b.sync(func() error { return b.fs.SyncDir(kind) }); err != nil {
+			return &fs.PathError{Op: "fsync", Path: kind, Err: err}
+		}
 	}
-	// The key is gone, durably. Deleting the trash need not be: trash is
-	// no key's name, and what a crash keeps of it is the next Sweep's. So
-	// no fsync of the kind directory for it (a removal pays one fsync,
-	// for its rename, besides its tombstone's).
-	_ = b.deleteTree(trash)
 	return nil
 }
 

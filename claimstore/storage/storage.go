@@ -456,6 +456,29 @@ type RemovalMarker interface {
 	NeedsTombstone() bool
 }
 
+// Removal is one key of a KeyBatchRemover's batch: RemoveKey's arguments.
+type Removal struct {
+	Loc  Loc
+	N    uint64
+	Head []byte
+}
+
+// KeyBatchRemover is an optional capability of a KeyRemover: removing
+// many keys at the cost of few durability barriers. Without it, the store
+// calls RemoveKey once per key (a directory root then pays a directory
+// fsync, and takes its prune lock, per key).
+type KeyBatchRemover interface {
+	// RemoveKeys is RemoveKey for each of rs, in order: errs[i] is what
+	// RemoveKey(rs[i]) would have returned (ErrHeadMoved for a head that
+	// moved; that key is left as it was and the others go on). Each
+	// removal is guarded exactly as RemoveKey's is; they are durable when
+	// RemoveKeys returns, and a crash before that leaves each key either
+	// whole or removed, never half. err, when not nil, is a failure that
+	// stopped the batch (an fsync, the lock): then no removal of rs may
+	// be counted on, and errs is nil.
+	RemoveKeys(ctx context.Context, rs []Removal) (errs []error, err error)
+}
+
 // Sweeper is an optional capability of a KeyRemover: finishing what
 // removals left when they were cut short (a crash), durably. Prune calls
 // it first and last.
