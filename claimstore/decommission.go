@@ -535,3 +535,66 @@ func decommissionProofJSON(ref string) json.RawMessage {
 	b, _ := marshal(map[string]any{"kind": ProofDecommissioned, "ref": ref, "effects": nil}, "kind", "ref", "effects")
 	return b
 }
+
+// Decommission states of a record, as DecommissionView says them.
+const (
+	// DecommissionFreed: the revision is stopped on a decommission record.
+	DecommissionFreed = "freed"
+	// DecommissionCovered: another machine's held claim, of a boot its
+	// newest record covers: classify frees it.
+	DecommissionCovered = "covered"
+	// DecommissionNotCovered: another machine's held claim whose machine
+	// is decommissioned, of a boot the record does not name: nothing
+	// frees it but that machine.
+	DecommissionNotCovered = "not-covered"
+	// DecommissionLifted: another machine's held claim whose machine's
+	// decommission was lifted.
+	DecommissionLifted = "lifted"
+)
+
+// DecommissionView is what a decommission record says of one record.
+type DecommissionView struct {
+	State  string // DecommissionFreed, Covered, NotCovered or Lifted
+	Record string // the record's id
+}
+
+// ViewDecommission says what decommission records mean for rec, a key's
+// head: newest is rec's machine's newest record (Decommissioned), nil when
+// it has none. It returns nil when no record bears on rec: this machine's
+// claims (classify never frees them on a record), and machines never
+// decommissioned. It applies exactly the rule classify's row 1a applies,
+// so that list and show say what classify will do.
+func (s *Store) ViewDecommission(rec *Record, newest *DecommissionRecord) *DecommissionView {
+	if rec == nil {
+		return nil
+	}
+	if rec.State == Stopped && rec.Proof != nil && rec.Proof.Kind == ProofDecommissioned {
+		return &DecommissionView{State: DecommissionFreed, Record: rec.Proof.Ref}
+	}
+	mine, err := s.machineID()
+	if err != nil || !rec.held() || rec.Host.MachineID == mine || newest == nil || newest.MachineID != rec.Host.MachineID {
+		return nil
+	}
+	switch {
+	case newest.Lift():
+		return &DecommissionView{State: DecommissionLifted, Record: newest.ID}
+	case newest.Covers(rec.Host.MachineID, rec.Host.BootID):
+		return &DecommissionView{State: DecommissionCovered, Record: newest.ID}
+	}
+	return &DecommissionView{State: DecommissionNotCovered, Record: newest.ID}
+}
+
+// CheckDecommission checks an operator's input before anything is read:
+// machine, reason and, for a decommission (not a lift), the evidence kind.
+// Its errors wrap ErrBadDecommission.
+func CheckDecommission(machine string, evidence string, reason string, lift bool) error {
+	if err := checkMachine(machine); err != nil {
+		return err
+	}
+	if !lift {
+		if _, err := ParseEvidence(evidence); err != nil {
+			return err
+		}
+	}
+	return checkReason(reason)
+}
