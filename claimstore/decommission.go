@@ -562,8 +562,10 @@ type DecommissionView struct {
 // head: newest is rec's machine's newest record (Decommissioned), nil when
 // it has none. It returns nil when no record bears on rec: this machine's
 // claims (classify never frees them on a record), and machines never
-// decommissioned. It applies exactly the rule classify's row 1a applies,
-// so that list and show say what classify will do.
+// decommissioned. It applies row 1a's rule of machines and boots, so that
+// list and show say what classify will do with a plain pair; classify
+// alone decides, on the whole pair (damage, two claims, the claim's own
+// pair, the owner's boot), and may still hold a pair marked covered.
 func (s *Store) ViewDecommission(rec *Record, newest *DecommissionRecord) *DecommissionView {
 	if rec == nil {
 		return nil

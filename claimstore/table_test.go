@@ -1295,7 +1295,7 @@ const (
 	tableShortSlices = 120
 )
 
-// tableSlice picks the cases a run checks. The product (about 264,000
+// tableSlice picks the cases a run checks. The product (about 376,000
 // cases) takes minutes, so an ordinary run checks one twelfth of it, every
 // case whose name hashes to slice TABLE_SLICE (default 0), plus the whole
 // supervisor family; -short a 120th. The slice is a hash, not a stride,
