@@ -57,7 +57,7 @@ Without a terminal, pass --yes: a script must say so.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		machine := fs.String("machine", "", "the `id` of the machine (32 hex digits, its /etc/machine-id)")
 		evidence := fs.String("evidence", "", "what was checked: `KIND`, one of "+evidenceList())
-		reason := fs.String("reason", "", "why, in words: what was checked, and where it is recorded (a `text`)")
+		reason := fs.String("reason", "", "the operator's `TEXT`: what was checked, and where it is recorded (a ticket)")
 		lift := fs.Bool("lift", false, "lift the machine's decommission: it is in service again")
 		yes := fs.Bool("yes", false, "do not ask for confirmation (required without a terminal)")
 		return func(e *env) error {
