@@ -3,6 +3,7 @@ package claimstore
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
 	"github.com/claimstore/claimstore/hostid"
@@ -112,6 +113,14 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 		if layout != nil {
 			layout.CheckProof(ctx, id, add)
 		}
+		if strings.HasPrefix(id, "decommission-") {
+			// An operator's record: it frees by itself (classify reads
+			// it), so no revision need name it; it must only be whole.
+			if _, err := s.ReadDecommission(ctx, id); err != nil {
+				add(Finding{Path: path, Kind: FindingProof, Severity: SeverityError, Message: err.Error() + "; the machine it names cannot be told decommissioned or not: acquire there refuses and classify frees nothing on it until it is restored"})
+			}
+			continue
+		}
 		if _, err := s.ReadBootProof(ctx, id); err != nil {
 			add(Finding{Path: path, Kind: FindingProof, Severity: SeverityWarning, Message: err.Error()})
 		} else if !named[id] {
@@ -186,6 +195,11 @@ func (s *Store) checkKey(ctx context.Context, loc Loc, layout storage.LayoutChec
 			if !isProofID(rec.Proof.Ref) {
 				add(Finding{Path: path, Kind: FindingProof, Severity: SeverityWarning, Message: fmt.Sprintf("boot proof %q was not issued by this implementation; it cannot be checked here", rec.Proof.Ref)})
 			} else if err := s.VerifyProof(ctx, rec); err != nil {
+				add(Finding{Path: path, Kind: FindingProof, Severity: SeverityError, Message: err.Error()})
+			}
+		}
+		if rec.State == Stopped && rec.Proof != nil && rec.Proof.Kind == ProofDecommissioned {
+			if err := s.VerifyProof(ctx, rec); err != nil {
 				add(Finding{Path: path, Kind: FindingProof, Severity: SeverityError, Message: err.Error()})
 			}
 		}

@@ -110,11 +110,14 @@ type Result struct {
 	Published   []Published
 	Proof       *Proof     // the proof of a stopped outcome
 	BootProof   *BootProof // the boot proof issued, if one was
-	Completed   bool       // a release cut between the keys was completed
-	Damaged     bool       // a head is damaged
-	Needs       string     // NeedsBootProof, or ""
-	Unit        *UnitObservation
-	Adopted     bool
+	// Decommission is the decommission record the claim was freed on
+	// (row 1a), nil otherwise.
+	Decommission *DecommissionRecord
+	Completed    bool   // a release cut between the keys was completed
+	Damaged      bool   // a head is damaged
+	Needs        string // NeedsBootProof, or ""
+	Unit         *UnitObservation
+	Adopted      bool
 	// Claim is the claim after classification, for an Owned pair or an
 	// adopter to continue with (nil otherwise).
 	Claim *Claim
@@ -137,6 +140,8 @@ func (errRaced) Error() string { return "raced" }
 // crash or a reboot, and publishes the outcome. In order:
 //
 //  1. neither key held: free;
+//     1a. another machine's claim of a boot that machine's decommission
+//     record covers: stopped with a decommissioned proof naming it;
 //  2. a held head from another machine: uncertain, foreign-host;
 //  3. a damaged head: uncertain, unsafe-replacement;
 //  4. the keys held by different claims: uncertain, unsafe-replacement;

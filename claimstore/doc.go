@@ -6,7 +6,10 @@
 // advances it as the writer moves through its life (Store.Advance), and
 // releases it with a proof that nothing still runs (Store.Release). After a
 // crash or a reboot, Store.Classify decides from durable evidence which
-// claims are provably over.
+// claims are provably over. A machine that will never run again is freed by
+// an operator's decommission record (Store.Decommission): classify on other
+// machines then frees that machine's claims of the boots the record names,
+// and the machine itself acquires nothing until the record is lifted.
 //
 // # Format
 //

@@ -81,6 +81,29 @@ var (
 	// ErrNoStatus is returned by RecordClassifyAll on a backend that keeps
 	// no status records (no storage.StatusKeeper).
 	ErrNoStatus = errors.New("this root keeps no status records")
+
+	// ErrBadDecommission is returned, wrapped, by Decommission and
+	// LiftDecommission for input that names no valid record (a machine id that
+	// is not 32 lowercase hex digits, an evidence kind outside Evidences, an
+	// empty, oversized or non-UTF-8 reason): nothing is written.
+	ErrBadDecommission = errors.New("invalid decommission")
+
+	// ErrOwnMachine is returned, wrapped, by Decommission when the machine named
+	// is the one the store runs on: a machine cannot assert its own death, and
+	// the claims of this machine are judged here on better evidence (its
+	// processes and boots). Nothing is written.
+	ErrOwnMachine = errors.New("this is the machine to be decommissioned")
+
+	// ErrUnknownMachine is returned, wrapped, by Decommission when no head
+	// under the root names the machine: a typo would otherwise quarantine a
+	// machine that never took a claim here, and free nothing. Nothing is
+	// written.
+	ErrUnknownMachine = errors.New("the store has never seen this machine")
+
+	// ErrQuarantined is returned, as a *QuarantinedError, by Acquire on a
+	// machine whose newest decommission record is a decommission: it
+	// takes no claims until the record is lifted (LiftDecommission).
+	ErrQuarantined = errors.New("this machine is decommissioned")
 )
 
 // MaxFileSize bounds what a store reads of a revision or a proof, and what
@@ -157,7 +180,7 @@ func (r *Refusal) Unwrap() error { return r.Err }
 var hints = map[Code]string{
 	AlreadyActive:     "wait for the owner to release it; if its supervisor died, run `claimctl classify` to judge the owner",
 	UnsafeReplacement: "nothing proves the writer is over: run `claimctl show` for the evidence, and `claimctl classify` after a crash or reboot; if a key is damaged, run `claimctl fsck`",
-	ForeignHost:       "the claim belongs to another machine: classify it there, or release it there with a proof",
+	ForeignHost:       "the claim belongs to another machine: classify it there, or release it there with a proof; if that machine will never run again, see `claimctl help decommission`",
 }
 
 func refuse(code Code, claimID, reason string, err error, keys ...Key) *Refusal {

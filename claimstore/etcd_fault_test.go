@@ -17,6 +17,16 @@ package claimstore
 // that every acknowledged revision is there with its claim, that no two
 // acknowledged operations published the same revision, and that no
 // revision reads stopped (free) without a proof.
+//
+// Issue 23's proof kind runs through the same history: the workers that
+// take claims run as another machine, an operator decommissions that
+// machine and lifts the record again, in turns, throughout the faults, and
+// a classifier on this machine classifies the pairs all the while. Its
+// classify publishes the seat's next revision, stopped on the
+// decommission record, only over a held head (a third party's release);
+// while the machine is lifted it frees nothing, and while it is
+// decommissioned the machine's acquires are refused (quarantine) and its
+// steps on a freed claim are refused (fencing).
 
 import (
 	"context"
@@ -35,12 +45,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/claimstore/claimstore/claimstore/etcdbackend"
+	"github.com/claimstore/claimstore/hostid"
 	"github.com/claimstore/claimstore/internal/etcdtest"
 )
 
 type lzInput struct {
 	pair  int
-	op    string // acquire, advance, release, read
+	op    string // acquire, advance, release, read, classify
 	id    string
 	fence uint64 // the seat revision an advance or release fenced on
 }
@@ -79,6 +90,23 @@ var lzModel = porcupine.NondeterministicModel{
 		}
 		can := false
 		switch in.op {
+		case "classify":
+			// A classification frees a held seat at the next number, or
+			// publishes nothing on it (rev 0: free already, or held by a
+			// refusal).
+			freed := lzState{n: s.n + 1}
+			switch {
+			case out.res == "ok" && out.rev == 0, out.res == "refused":
+				return []any{s}
+			case out.res == "ok":
+				if s.holder != "" && out.rev == s.n+1 {
+					return []any{freed}
+				}
+				return nil
+			case s.holder != "":
+				return []any{s, freed}
+			}
+			return []any{s}
 		case "read":
 			if out.rev == s.n && out.holder == s.holder {
 				return []any{s}
@@ -134,7 +162,7 @@ func outcome(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.As(err, &r), errors.Is(err, ErrReleased):
+	case errors.As(err, &r), errors.Is(err, ErrReleased), errors.Is(err, ErrQuarantined):
 		return "refused"
 	}
 	return "unknown"
@@ -157,7 +185,7 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 		proxies = append(proxies, p)
 		proxied = append(proxied, p.URL())
 	}
-	open := func(i int) *Store {
+	open := func(i int, host hostid.Host) *Store {
 		eps := c.Endpoints()
 		if i == 0 {
 			eps = proxied
@@ -171,7 +199,7 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := OpenRoot(root, &TOpts{Host: thisHost, Backend: be})
+		s, err := OpenRoot(root, &TOpts{Host: host, Backend: be})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,8 +226,63 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 		v.(*atomic.Int64).Add(1)
 	}
 	var wg sync.WaitGroup
+	// The classifier, on this machine.
+	classifier := open(1, thisHost)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(99, 7))
+		for !stop.Load() {
+			p := rng.IntN(pairs)
+			call := h.now()
+			res, err := classifier.Classify(context.Background(), seats[p], sessions[p], nil)
+			out := lzOutput{res: outcome(err)}
+			if err == nil {
+				for _, pub := range res.Published {
+					if pub.Key.Kind == KindSeat {
+						out.rev = pub.Revision
+						ack(p, pub.Revision, res.ClaimID)
+					}
+				}
+				if out.rev != 0 && res.Proof != nil && res.Proof.Kind == ProofDecommissioned {
+					count("classify-freed")
+				}
+			} else {
+				firstErr.LoadOrStore("classify-"+out.res, err.Error())
+			}
+			h.add(workers, lzInput{pair: p, op: "classify"}, call, out)
+			count("classify-" + out.res)
+			time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+		}
+	}()
+	// The operator: the claim-taking machine decommissioned and lifted in
+	// turns (each write retried through the faults).
+	operator := open(1, thisHost)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for lift := false; !stop.Load(); lift = !lift {
+			for !stop.Load() {
+				var err error
+				if lift {
+					_, err = operator.LiftDecommission(context.Background(), otherMachine, "fault test", nil)
+				} else {
+					_, err = operator.Decommission(context.Background(), DecommissionOptions{Machine: otherMachine, Evidence: EvidencePoweredOff, Reason: "fault test"})
+				}
+				if err == nil {
+					count(map[bool]string{false: "decommissioned", true: "lifted"}[lift])
+					break
+				}
+				firstErr.LoadOrStore(map[bool]string{false: "decommission", true: "lift"}[lift], err.Error())
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(400 * time.Millisecond)
+		}
+	}()
 	for w := range workers {
-		s := open(w)
+		// The claims are taken on another machine, which the operator
+		// decommissions; the reader's host does not matter.
+		s := open(w, foreignHost)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -244,6 +327,11 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 					continue
 				}
 				for _, step := range []string{"advance", "release"} {
+					if step == "release" {
+						// A writer's life: long enough, now and then,
+						// for the classifier to free the claim under it.
+						time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
+					}
 					fence := cl.SeatRev
 					call := h.now()
 					if step == "advance" {
@@ -306,6 +394,11 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 	if v, ok := counts.Load("acquire-ok"); !ok || v.(*atomic.Int64).Load() < 5 {
 		t.Errorf("too few acquires succeeded to check anything")
 	}
+	for _, k := range []string{"classify-freed", "decommissioned", "lifted"} {
+		if _, ok := counts.Load(k); !ok {
+			t.Errorf("no %s in the run: the decommission proof kind was not exercised", k)
+		}
+	}
 	res, info := porcupine.CheckOperationsVerbose(lzModel.ToModel(), h.ops, time.Minute)
 	switch res {
 	case porcupine.Ok:
@@ -324,7 +417,7 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 	}
 	// Every acknowledged revision is there, with its claim; no revision
 	// is stopped (free) without a proof.
-	s := open(1)
+	s := open(1, thisHost)
 	acked.Range(func(k, v any) bool {
 		var p int
 		var rev uint64
@@ -397,6 +490,19 @@ func TestLinearizabilityModelRejects(t *testing.T) {
 			op(0, 1<<62, lzInput{op: "acquire", id: "a"}, lzOutput{res: "unknown"}),
 			op(2, 3, lzInput{op: "read"}, lzOutput{res: "ok", rev: 1, holder: "a"}),
 		}, true},
+		{"a classification frees the holder", []porcupine.Operation{
+			op(0, 1, lzInput{op: "acquire", id: "a"}, ok(1)),
+			op(2, 3, lzInput{op: "classify"}, ok(2)),
+			op(4, 5, lzInput{op: "acquire", id: "b"}, ok(3)),
+		}, true},
+		{"a classification publishes over a free key", []porcupine.Operation{
+			op(0, 1, lzInput{op: "classify"}, ok(1)),
+		}, false},
+		{"the freed holder steps on", []porcupine.Operation{
+			op(0, 1, lzInput{op: "acquire", id: "a"}, ok(1)),
+			op(2, 3, lzInput{op: "classify"}, ok(2)),
+			op(4, 5, lzInput{op: "advance", id: "a", fence: 2}, ok(3)),
+		}, false},
 		{"an unknown acquire that did not", []porcupine.Operation{
 			op(0, 1<<62, lzInput{op: "acquire", id: "a"}, lzOutput{res: "unknown"}),
 			op(2, 3, lzInput{op: "acquire", id: "b"}, ok(1)),

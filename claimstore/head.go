@@ -339,6 +339,14 @@ func (s *Store) probeHead(ctx context.Context, k Key) (*Head, error) {
 // moving files) must read the same in it as in a fresh one. It costs one
 // read of a small file per free head that names a boot proof.
 func (s *Store) verifyHeadProof(ctx context.Context, rec *Record) error {
+	if rec.State == Stopped && rec.Proof != nil && rec.Proof.Kind == ProofDecommissioned {
+		// Always this store's evidence: classify publishes it only on a
+		// record under the root, which must still cover the claim.
+		if err := s.verifyDecommissionProof(ctx, rec); err != nil {
+			return fmt.Errorf("stopped on decommission record %s, which does not prove the claim over: %w; the key reads as held (run claimctl fsck)", rec.Proof.Ref, err)
+		}
+		return nil
+	}
 	if rec.State != Stopped || rec.Proof == nil || rec.Proof.Kind != ProofBoot || !isProofID(rec.Proof.Ref) {
 		return nil
 	}

@@ -155,9 +155,13 @@ func (s *Store) proofPath(id string) string { return s.Path(ProofDir, id+".json"
 
 // VerifyProof checks that a stopped revision's boot proof exists and
 // matches the record: same claim, same machine, the record's boot, and a
-// later boot observed. It returns nil for proofs of other kinds, which name
-// evidence outside the store.
+// later boot observed; or that its decommission record (ProofDecommissioned)
+// exists and covers the record's machine and boot. It returns nil for
+// proofs of other kinds, which name evidence outside the store.
 func (s *Store) VerifyProof(ctx context.Context, rec *Record) error {
+	if rec.Proof != nil && rec.Proof.Kind == ProofDecommissioned {
+		return s.verifyDecommissionProof(ctx, rec)
+	}
 	if rec.Proof == nil || rec.Proof.Kind != ProofBoot {
 		return nil
 	}

@@ -85,7 +85,7 @@ const (
 )
 
 func (k ProofKind) valid() bool {
-	return k == ProofCohort || k == ProofBoot || k == ProofNoUnit || k == ProofPruned
+	return k == ProofCohort || k == ProofBoot || k == ProofNoUnit || k == ProofPruned || k == ProofDecommissioned
 }
 
 // Proof is the proof a stopped revision carries. Members beyond kind and ref

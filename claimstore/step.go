@@ -313,6 +313,10 @@ func (pr *preparing) abort() {
 // proof (nothing was spawned) and refuses. A lost link race re-reads and
 // re-decides, a bounded number of times.
 //
+// On a machine an operator decommissioned (its newest decommission record
+// is a decommission, not a lift) it publishes nothing and returns a
+// *QuarantinedError naming the record and the command that lifts it.
+//
 // An error other than a refusal leaves the claim's state unknown to the
 // caller: at worst the seat key is held by a reserved claim with nothing
 // spawned, which classify frees with a no-unit proof.
@@ -326,6 +330,15 @@ func (s *Store) Acquire(ctx context.Context, seat, session Key, f AcquireFields)
 	}
 	rec.Fields.Set(pairMember, pairJSON(seat, session))
 	if err := s.checkSize(rec, seat, session); err != nil {
+		return nil, err
+	}
+	// A machine an operator decommissioned takes no claims: others free
+	// its claims of the boots the record names, so one taken here now
+	// could be freed under its running writer. Read at every acquire (one
+	// small read that finds nothing on a machine never decommissioned),
+	// never remembered: a long-lived store sees a decommission written
+	// after it opened.
+	if err := s.checkQuarantine(ctx, rec.Host.MachineID); err != nil {
 		return nil, err
 	}
 	for range s.retries + 1 {
@@ -594,6 +607,12 @@ func (s *Store) checkReleaseProof(ctx context.Context, c *Claim, next *Record) e
 		// something may have been. Only a supervisor's cohort proof (or a
 		// boot proof) can end a claim that may have spawned.
 		return fmt.Errorf("%w: claim %s has a spawn marker, so a no-unit proof cannot release it; release it with a cohortProof once its writers are stopped", ErrBadPatch, c.ID)
+	}
+	if proof.Kind == ProofDecommissioned {
+		// Only classify frees on an operator's record, and only a claim
+		// of another machine: a supervisor releasing its own claim has
+		// better evidence than an assertion that its machine is gone.
+		return fmt.Errorf("%w: a %q proof is published by classify only, on a decommission record, for another machine's claim; release claim %s with the proof of what stopped its writer", ErrBadPatch, ProofDecommissioned, c.ID)
 	}
 	if proof.Kind == ProofBoot {
 		// A boot proof is this store's own evidence: it must exist and

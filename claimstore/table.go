@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/claimstore/claimstore/hostid"
 )
@@ -12,9 +13,10 @@ import (
 // A classification walks down the decision table (ARCHITECTURE.md,
 // "Recovery: the decision table"): each row reads what the rows above it
 // established and either decides the outcome or passes to the next. The
-// rows are in the table's order, numbered as it numbers them; the two rows
-// the table numbers with a letter (3a, 6a) are the guards that sit
-// between its numbered rows. TestDecisionRowsMatchArchitecture keeps the
+// rows are in the table's order, numbered as it numbers them; the rows
+// the table numbers with a letter sit between its numbered rows: 1a
+// frees on an operator's decommission record what row 2 would hold as
+// another machine's, and 3a and 6a are guards. TestDecisionRowsMatchArchitecture keeps the
 // two in lockstep.
 
 // judgement is one classification in progress: the pair as read, and what
@@ -34,6 +36,9 @@ type judgement struct {
 	ownerErr        error
 	marker          json.RawMessage // the claim's spawn marker, if any
 	boot            string          // this boot's id
+	// decommission is why row 1a did not free another machine's claim
+	// although its machine has a decommission record: row 2 says it.
+	decommission string
 }
 
 // decisionRow is one row of the decision table.
@@ -47,6 +52,7 @@ type decisionRow struct {
 
 var decisionTable = []decisionRow{
 	{"1", "neither key held", (*judgement).free},
+	{"1a", "a claim of a decommissioned machine, from a boot its record covers", (*judgement).decommissioned},
 	{"2", "a held head from another machine id", (*judgement).foreign},
 	{"3", "a damaged head", (*judgement).damaged},
 	{"3a", "a release cut between the keys whose other key another claim then took", (*judgement).movedRelease},
@@ -110,6 +116,92 @@ func (j *judgement) refused() {
 	j.res.Damaged = r.Code == UnsafeReplacement
 }
 
+// 1a. Another machine's claim, of a boot that machine's newest
+// decommission record names: the operator asserted that no writer of that
+// boot will ever run again (ARCHITECTURE.md, trust model), which is the
+// one fact about another machine's writer that this machine can rest on.
+// Everything else about the pair must be as plain as row 7 needs it: one
+// claim holding, no damaged head, the claim's own pair, a well-formed boot
+// its owner agrees with. Anything less is left to row 2 (held,
+// foreign-host), with the reason. A claim of this machine is never freed
+// here, whatever a record says: rows 5 to 10 judge it on its processes.
+func (j *judgement) decommissioned() (bool, error) {
+	s := j.s
+	mine, err := s.machineID()
+	if err != nil {
+		return false, nil // row 2 refuses: this machine cannot be told apart
+	}
+	var id, machine string
+	for _, h := range j.held {
+		if h.Record == nil || h.Damage != nil || h.Record.Host.MachineID == mine {
+			return false, nil
+		}
+		if id != "" && h.Record.ClaimID != id {
+			return false, nil
+		}
+		id, machine = h.Record.ClaimID, h.Record.Host.MachineID
+	}
+	if !hostid.ValidMachineID(machine) {
+		return false, nil
+	}
+	d, _, err := s.currentDecommission(j.ctx, machine)
+	if err != nil {
+		j.decommission = fmt.Sprintf("machine %s's decommission records cannot be read (%v), so nothing is freed on them", machine, err)
+		return false, nil
+	}
+	if d == nil {
+		return false, nil
+	}
+	if d.Lift() {
+		j.decommission = fmt.Sprintf("machine %s's decommission was lifted by record %s, so classify frees nothing on it; decommission it again if it is gone", machine, d.ID)
+		return false, nil
+	}
+	var ours []*Head
+	for _, h := range []*Head{j.p.Seat, j.p.Session} {
+		if h.Record != nil && h.Record.ClaimID == id {
+			ours = append(ours, h)
+		}
+	}
+	latest := ours[0].Record
+	owner, ownerErr := latest.Owner()
+	for _, h := range ours {
+		if !d.Covers(machine, h.Record.Host.BootID) {
+			j.decommission = fmt.Sprintf("machine %s is decommissioned by record %s, but claim %s is from boot %q, which the record does not name (it names %s): a boot it does not cover may be a later one, and is never freed by it",
+				machine, d.ID, id, h.Record.Host.BootID, strings.Join(d.BootIDs, ", "))
+			return false, nil
+		}
+	}
+	if why := bootEvidence(latest, owner, ownerErr); why != "" {
+		j.decommission = fmt.Sprintf("machine %s is decommissioned by record %s, but claim %s's boot cannot be judged: %s", machine, d.ID, id, why)
+		return false, nil
+	}
+	if pk := pairOf(latest); pk != nil && (pk[0] != j.seatK || pk[1] != j.sessionK) {
+		j.decommission = fmt.Sprintf("machine %s is decommissioned by record %s, but claim %s belongs to the pair %s + %s: classify that pair", machine, d.ID, id, pk[0], pk[1])
+		return false, nil
+	}
+	res := j.res
+	res.ClaimID, res.Record, res.Decommission = id, latest, d
+	j.claim = &Claim{ID: id, Seat: j.seatK, Session: j.sessionK, SeatRev: j.p.Seat.N, SessionRev: j.p.Session.N, Record: latest.clone()}
+	next := latest.clone()
+	next.State, next.Proof = Stopped, &Proof{Kind: ProofDecommissioned, Ref: d.ID, raw: decommissionProofJSON(d.ID)}
+	// A release cut between the keys is finished with its own proof, as
+	// row 8 would: the writer's own evidence is better than the operator's.
+	for _, h := range ours {
+		if h.Record.State == Stopped && h.Record.Proof != nil {
+			next = h.Record.clone()
+			res.Completed = true
+		}
+	}
+	if !res.Completed {
+		if err := applyFields(&next.Fields, j.opts.StoppedFields); err != nil {
+			return false, err
+		}
+	}
+	setMarker(next, spawnMarkerOf(ours))
+	res.Outcome, res.Proof = OutcomeStopped, next.Proof
+	return true, s.finish(j.ctx, j.claim, j.p, next, res)
+}
+
 // 2. A claim of another machine (or of a machine whose own id cannot be
 // read) can only be judged there.
 func (j *judgement) foreign() (bool, error) {
@@ -117,6 +209,9 @@ func (j *judgement) foreign() (bool, error) {
 		return false, nil
 	}
 	j.refused()
+	if j.decommission != "" {
+		j.res.Refusal.Reason += "; " + j.decommission
+	}
 	return true, nil
 }
 

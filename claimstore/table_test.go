@@ -142,9 +142,25 @@ const (
 	bootMalformed     bootDim = "malformed"     // host boot not a boot id
 	bootContradictory bootDim = "contradictory" // host boot earlier, owner.boot this boot
 	bootForeignHost   bootDim = "foreign-machine"
+	// Issue 23: another machine with a decommission record. Covered: the
+	// record (tableDecomMachine's newest) names the claim's boot. Later:
+	// the claim is of a boot the record does not name. Lifted: the record
+	// naming the boot was lifted (tableLiftedMachine).
+	bootDecomCovered bootDim = "decommissioned-covered"
+	bootDecomLater   bootDim = "decommissioned-later-boot"
+	bootDecomLifted  bootDim = "decommissioned-lifted"
 )
 
-var allBoots = []bootDim{bootSame, bootSameNoOwner, bootEarlier, bootEarlierNoOwn, bootMalformed, bootContradictory, bootForeignHost}
+var allBoots = []bootDim{bootSame, bootSameNoOwner, bootEarlier, bootEarlierNoOwn, bootMalformed, bootContradictory, bootForeignHost, bootDecomCovered, bootDecomLater, bootDecomLifted}
+
+// The machines of the decommissioned boot dimensions. The table's root
+// also holds a decommission record naming this machine (testMachine) and
+// both its boots, written by the operator of another machine: every case
+// of this machine is classified with it there, and none may be freed by it.
+const (
+	tableDecomMachine  = "d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0"
+	tableLiftedMachine = "1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f"
+)
 
 type pairDim string
 
@@ -325,10 +341,36 @@ func newTableWorld() tableWorld {
 }
 
 func (w tableWorld) machine(c *tcase) string {
-	if c.boot == bootForeignHost {
+	switch c.boot {
+	case bootForeignHost:
 		return otherMachine
+	case bootDecomCovered, bootDecomLater:
+		return tableDecomMachine
+	case bootDecomLifted:
+		return tableLiftedMachine
 	}
 	return testMachine
+}
+
+// decommissions are the decommission records the table's root holds.
+func (w tableWorld) decommissions() []*DecommissionRecord {
+	by := Asserter{UID: 1000, User: "operator", Hostname: "ops", MachineID: thirdMachine}
+	rec := func(machine string, seq uint64, kind string, boots ...string) *DecommissionRecord {
+		r := &DecommissionRecord{Version: 1, Kind: kind, ID: DecommissionID(machine, seq), MachineID: machine, Seq: seq,
+			BootIDs: boots, Reason: "table", AssertedBy: by, AssertedAt: "2024-01-02T03:04:05.678Z"}
+		if kind == DecommissionKind {
+			r.Evidence, r.LastBootID = EvidencePoweredOff, boots[0]
+		} else {
+			r.BootIDs, r.Lifts = []string{}, DecommissionID(machine, seq-1)
+		}
+		return r
+	}
+	return []*DecommissionRecord{
+		rec(tableDecomMachine, 1, DecommissionKind, w.cur),
+		rec(tableLiftedMachine, 1, DecommissionKind, w.cur),
+		rec(tableLiftedMachine, 2, DecommissionLiftKind),
+		rec(testMachine, 1, DecommissionKind, w.cur, w.earlier),
+	}
 }
 
 // hostBoot is the record's host.bootId; ownerBoot its owner.boot ("" for
@@ -339,13 +381,17 @@ func (w tableWorld) hostBoot(c *tcase) string {
 		return w.earlier
 	case bootMalformed:
 		return tableMalformed
+	case bootDecomLater:
+		return bootLater
 	}
 	return w.cur
 }
 
 func (w tableWorld) ownerBoot(c *tcase) string {
 	switch c.boot {
-	case bootSame, bootForeignHost, bootContradictory:
+	case bootDecomLater:
+		return bootLater
+	case bootSame, bootForeignHost, bootContradictory, bootDecomCovered, bootDecomLifted:
 		return w.cur
 	case bootEarlier:
 		return w.earlier
@@ -456,6 +502,10 @@ func (w tableWorld) build(root string, cases []*tcase) (err error) {
 			err = e
 		}
 	}
+	for _, d := range w.decommissions() {
+		data, _ := json.Marshal(d)
+		write(filepath.Join(root, ProofDir, d.ID+".json"), append(data, '\n'))
+	}
 	for _, c := range cases {
 		seat, session := tableKeys(c.idx)
 		for _, kh := range []struct {
@@ -539,11 +589,14 @@ const (
 	// An already-active pair reports the pair's state; the reference the
 	// state of its first held head.
 	diffPairState = "already-active-reports-pair-state"
+	// Step 1a frees another machine's claim on a decommission record
+	// (issue 23) that the reference does not know.
+	diffDecommissioned = "decommission-record-frees"
 )
 
 // freesOnProof are the differences that may free where the reference
 // holds: each frees only on a proof the inputs carry.
-var freesOnProof = map[string]bool{diffOwnerBootFromHost: true, diffMovedRelease: true}
+var freesOnProof = map[string]bool{diffOwnerBootFromHost: true, diffMovedRelease: true, diffDecommissioned: true}
 
 type mhead struct {
 	present bool // a revision exists
@@ -660,7 +713,7 @@ func (w tableWorld) modelClassify(c *tcase) modelOut {
 	}
 	done := func(step string, e expect) modelOut {
 		switch step {
-		case "1-free", "2-foreign", "3-damaged", "4-two-claims", "5-owned":
+		case "1-free", "1a-decommissioned", "2-foreign", "3-damaged", "4-two-claims", "5-owned":
 		default:
 			e.Owner = w.judgeHere(c)
 		}
@@ -670,6 +723,37 @@ func (w tableWorld) modelClassify(c *tcase) modelOut {
 	// 1. Neither key held.
 	if len(held) == 0 {
 		return done("1-free", expect{Outcome: OutcomeFree})
+	}
+	// 1a. Another machine's claim, one claim holding, no damaged head,
+	// of a boot the machine's newest decommission record names (only
+	// bootDecomCovered: a later boot is not named, a lifted record frees
+	// nothing, and this machine's record is never used here).
+	if c.boot == bootDecomCovered {
+		plain := true
+		for _, h := range held {
+			plain = plain && h.rec != nil && !h.damaged && h.rec.claim == held[0].rec.claim
+		}
+		if plain {
+			m.diffs = append(m.diffs, diffDecommissioned)
+			id := held[0].rec.claim
+			marker := false
+			var reuse *hrec
+			for _, h := range heads {
+				if h.rec != nil && h.rec.claim == id {
+					marker = marker || h.rec.marker
+					if h.rec.state.stoppedProof() {
+						reuse = h.rec
+					}
+				}
+			}
+			e := expect{Outcome: OutcomeStopped, Proof: ProofDecommissioned, PubSeat: true, PubSession: true}
+			if reuse != nil {
+				same := func(h mhead) bool { return h.rec == reuse && h.rec.marker == marker }
+				e.Proof, e.Completed = reuse.state.proofKind(), true
+				e.PubSeat, e.PubSession = !same(sh), !same(xh)
+			}
+			return done("1a-decommissioned", e)
+		}
 	}
 	// 2. A held head from another machine.
 	for _, h := range held {
@@ -852,6 +936,10 @@ func (w tableWorld) checkInvariants(c *tcase, got expect) []string {
 		return false
 	}
 	switch got.Proof {
+	case ProofDecommissioned:
+		if c.boot != bootDecomCovered || w.machine(c) == testMachine {
+			bad = append(bad, "a decommission proof for a claim no decommission record covers (this machine's, a later boot's, a lifted record's)")
+		}
 	case ProofBoot:
 		earlier := (c.boot == bootEarlier || c.boot == bootEarlierNoOwn) && w.machine(c) == testMachine
 		if !earlier && !(got.Completed && stoppedKey(ProofBoot)) {
@@ -1120,6 +1208,9 @@ func TestDecisionTable(t *testing.T) {
 		if got.Outcome == OutcomeStopped && results[i].Proof != nil && results[i].Proof.Kind == ProofBoot && !results[i].Completed && results[i].BootProof == nil {
 			fail(c, "a boot proof was issued but not reported")
 		}
+		if d := results[i].Decommission; (d != nil) != (m.step == "1a-decommissioned") || d != nil && d.ID != DecommissionID(tableDecomMachine, 1) {
+			fail(c, "decommission record %+v reported at step %s", d, m.step)
+		}
 		r, ok := refRes[c.idx]
 		if !ok {
 			continue
@@ -1190,7 +1281,7 @@ func TestDecisionTable(t *testing.T) {
 		t.Logf("difference %s: named in %d compared cases, the reference answered differently in %d", d, diffNamed[d], diffSeen[d])
 	}
 	// Every step of the table is reached.
-	for _, want := range []string{"1-free", "2-foreign", "3-damaged", "4-two-claims", "4-moved-release", "5-owned", "6-owner-live", "6-owner-unknown", "6-owner-invalid", "7-no-evidence", "7-boot-proof", "8-completed", "9-no-unit", "10-held"} {
+	for _, want := range []string{"1-free", "1a-decommissioned", "2-foreign", "3-damaged", "4-two-claims", "4-moved-release", "5-owned", "6-owner-live", "6-owner-unknown", "6-owner-invalid", "7-no-evidence", "7-boot-proof", "8-completed", "9-no-unit", "10-held"} {
 		if steps[want] == 0 {
 			t.Errorf("no case reaches step %s", want)
 		}
@@ -1204,7 +1295,7 @@ const (
 	tableShortSlices = 120
 )
 
-// tableSlice picks the cases a run checks. The product (about 264,000
+// tableSlice picks the cases a run checks. The product (about 376,000
 // cases) takes minutes, so an ordinary run checks one twelfth of it, every
 // case whose name hashes to slice TABLE_SLICE (default 0), plus the whole
 // supervisor family; -short a 120th. The slice is a hash, not a stride,

@@ -6,6 +6,8 @@
 //	<root>/seat/<hash>/r0000000001.json     revisions of a seat key (0400)
 //	<root>/session/<hash>/r0000000001.json  revisions of a session key
 //	<root>/proofs/boot-<24 hex>.json        boot proofs
+//	<root>/proofs/decommission-<machine id>-<10 digits>.json
+//	                                        decommission records (claimstore.Decommission)
 //	<root>/status/<name>.json               status records (StatusKeeper)
 //
 // A revision or a proof is published exclusively and durably (a temporary

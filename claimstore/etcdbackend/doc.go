@@ -32,7 +32,10 @@
 //   - Sync is nil: reads are linearizable (served from what a quorum
 //     committed), so a reader never sees a revision that can still be lost.
 //   - Proofs are stored under <prefix>/proofs/ with the same
-//     create-if-absent exclusivity; an existing id wraps fs.ErrExist.
+//     create-if-absent exclusivity; an existing id wraps fs.ErrExist. So
+//     are an operator's decommission records (decommission-<machine>-<n>),
+//     whose numbers the same exclusivity gives to exactly one operator
+//     each.
 //   - A status record (storage.StatusKeeper: what classify --all last did,
 //     for monitoring; it decides nothing) is one put, replacing the last:
 //     atomic, durable when acknowledged, and without the lost-reply rule,

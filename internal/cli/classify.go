@@ -153,6 +153,10 @@ func classifyOut(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 		j.BootProof = &bootProofJSON{ID: bp.ID, Path: s.Path(claimstore.ProofDir, bp.ID+".json"), MachineID: bp.MachineID,
 			RecordedBootID: bp.RecordedBootID, CurrentBootID: bp.CurrentBootID, ObservedAt: bp.ObservedAt}
 	}
+	if d := res.Decommission; d != nil {
+		dj := decommissionOut(s, d)
+		j.Decommission = &dj
+	}
 	for _, p := range res.Published {
 		j.Published = append(j.Published, publishedJSON{Key: keyOut(p.Key, s.Root()), Revision: p.Revision, State: string(p.State),
 			Path: s.RevisionPath(p.Key, p.Revision)})
@@ -192,6 +196,8 @@ func classifyWhy(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 			what += ": a release cut between the keys was completed"
 		case res.Proof != nil && res.Proof.Kind == claimstore.ProofBoot:
 			what += ": the claim's boot has ended, so its writer is gone"
+		case res.Decommission != nil:
+			what += fmt.Sprintf(": machine %s is decommissioned by record %s (%s), which names the claim's boot", res.Decommission.MachineID, res.Decommission.ID, res.Decommission.Evidence)
 		case res.Proof != nil && res.Proof.Kind == claimstore.ProofNoUnit:
 			what += ": the owner is gone, nothing was spawned and the unit is absent"
 		}

@@ -93,10 +93,15 @@ func flagChoices() map[string][]string {
 	for _, s := range claimstore.States {
 		states = append(states, string(s))
 	}
+	var evidences []string
+	for _, e := range claimstore.Evidences {
+		evidences = append(evidences, string(e))
+	}
 	return map[string][]string{
-		"state": states,
-		"units": {unitsAuto, unitsUser, unitsSystem, unitsNone},
-		"proof": {string(claimstore.ProofCohort) + ":", string(claimstore.ProofNoUnit), string(claimstore.ProofBoot) + ":"},
+		"state":    states,
+		"units":    {unitsAuto, unitsUser, unitsSystem, unitsNone},
+		"proof":    {string(claimstore.ProofCohort) + ":", string(claimstore.ProofNoUnit), string(claimstore.ProofBoot) + ":"},
+		"evidence": evidences,
 	}
 }
 

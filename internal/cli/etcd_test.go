@@ -16,7 +16,7 @@ import (
 // etcdScripts are the end-to-end scripts that run over an etcd root as
 // well: the same files as TestScripts runs over a directory, whose few
 // steps that look at files are marked [!etcd].
-var etcdScripts = []string{"lifecycle", "refusals", "claimid", "reboot", "stepcut", "list", "race", "killed", "copy", "wait", "log", "waiters", "metrics"}
+var etcdScripts = []string{"lifecycle", "refusals", "claimid", "reboot", "stepcut", "list", "race", "killed", "copy", "wait", "log", "waiters", "metrics", "decommission"}
 
 // TestScriptsEtcd runs etcdScripts with $ROOT an etcd:// root on a real
 // single-member etcd started for the test, each script under its own key

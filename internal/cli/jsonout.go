@@ -78,6 +78,8 @@ type headJSON struct {
 	UnitName      string     `json:"unitName,omitempty"`
 	SpawnMarker   bool       `json:"spawnMarker"`
 	Damage        string     `json:"damage,omitempty"`
+	// Decommission: what a decommission record says of the head.
+	Decommission *decommissionViewJSON `json:"decommission,omitempty"`
 }
 
 type refusalJSON struct {
@@ -181,24 +183,26 @@ type classifyJSON struct {
 	// without a service manager has no unit to name); not in the JSON.
 	processGroup int
 
-	Type      string          `json:"type"` // "pair"
-	Seat      keyJSON         `json:"seat"`
-	Session   keyJSON         `json:"session"`
-	ClaimID   string          `json:"claimId,omitempty"`
-	Outcome   string          `json:"outcome"`
-	Free      bool            `json:"free"`
-	DryRun    bool            `json:"dryRun"`
-	Owner     *ownerJSON      `json:"owner,omitempty"`
-	Unit      *unitJSON       `json:"unit,omitempty"`
-	Proof     *proofJSON      `json:"proof"`
-	BootProof *bootProofJSON  `json:"bootProof,omitempty"`
-	Published []publishedJSON `json:"published"`
-	Completed bool            `json:"completed"`
-	Damaged   bool            `json:"damaged"`
-	Needs     string          `json:"needs,omitempty"`
-	Why       string          `json:"why"`
-	Refusal   *refusalJSON    `json:"refusal,omitempty"`
-	Exit      int             `json:"exit"`
+	Type      string         `json:"type"` // "pair"
+	Seat      keyJSON        `json:"seat"`
+	Session   keyJSON        `json:"session"`
+	ClaimID   string         `json:"claimId,omitempty"`
+	Outcome   string         `json:"outcome"`
+	Free      bool           `json:"free"`
+	DryRun    bool           `json:"dryRun"`
+	Owner     *ownerJSON     `json:"owner,omitempty"`
+	Unit      *unitJSON      `json:"unit,omitempty"`
+	Proof     *proofJSON     `json:"proof"`
+	BootProof *bootProofJSON `json:"bootProof,omitempty"`
+	// Decommission is the record the claim was freed on (row 1a).
+	Decommission *decommissionJSON `json:"decommission,omitempty"`
+	Published    []publishedJSON   `json:"published"`
+	Completed    bool              `json:"completed"`
+	Damaged      bool              `json:"damaged"`
+	Needs        string            `json:"needs,omitempty"`
+	Why          string            `json:"why"`
+	Refusal      *refusalJSON      `json:"refusal,omitempty"`
+	Exit         int               `json:"exit"`
 }
 
 type orphanJSON struct {
@@ -315,6 +319,8 @@ type listEntryJSON struct {
 	Session   *keyJSON   `json:"session,omitempty"`
 	Dir       string     `json:"dir,omitempty"`
 	Why       string     `json:"why"`
+	// Decommission: what a decommission record says of the claim.
+	Decommission *decommissionViewJSON `json:"decommission,omitempty"`
 }
 
 // jsonType is one JSON document or object type, for the docs.
@@ -344,6 +350,7 @@ var jsonTypes = []jsonType{
 		"writtenAt":     "when the head was written (RFC 3339 UTC; informational)",
 		"proof":         "the head's proof (a `proof`), or null",
 		"host":          "the machine and boot the claim was taken on (a `host`)",
+		"decommission":  "what a decommission record says of the head (a `decommissionState`): freed on one, or its machine decommissioned",
 		"owner":         "the recorded owner and its state now (an `owner`)",
 		"unitName":      "the systemd unit the claim's writer runs in",
 		"spawnMarker":   "whether the record says a writer may have been spawned",
@@ -359,7 +366,7 @@ var jsonTypes = []jsonType{
 		"dir":       "the key directory under the root",
 	}},
 	{"proof", proofJSON{}, "revisions and classify results", map[string]string{
-		"kind": "`cohortProof`, `boot` or `no-unit`",
+		"kind": "`cohortProof`, `boot`, `no-unit`, or `decommissioned` (classify only: `ref` is the decommission record's id)",
 		"ref":  "what the proof names (a boot proof id for `boot`), or null",
 	}},
 	{"owner", ownerJSON{}, "`show`, `classify`, `acquire`", map[string]string{
@@ -428,24 +435,50 @@ var jsonTypes = []jsonType{
 		"workspace": "the workspace",
 	}},
 	{"classify", classifyJSON{}, "`classify --json`; one NDJSON line per pair with `--all`", map[string]string{
-		"type":      "`pair`",
-		"seat":      "the seat key (a `key`)",
-		"session":   "the session key (a `key`)",
-		"claimId":   "the claim judged",
-		"outcome":   "`free`, `stopped`, `uncertain`, `stopping`, `active` or `reserved`: what the pair is after classification",
-		"free":      "whether the pair is provably free now (`free` or `stopped`)",
-		"dryRun":    "whether nothing was published (`--dry-run`)",
-		"owner":     "the recorded owner's state (an `owner`)",
-		"unit":      "the claim's unit as the service manager answered (a `unit`)",
-		"proof":     "the proof of a `stopped` outcome (a `proof`), or null",
-		"bootProof": "the boot proof issued (a `bootProof`)",
-		"published": "the revisions published, or with `--dry-run` that would be (each a `published`)",
-		"completed": "a release cut between the keys was completed",
-		"damaged":   "a head is damaged",
-		"needs":     "`boot-proof` when a claim from an earlier boot needs a boot proof that was not issued",
-		"why":       "the outcome in words, with what to do next",
-		"refusal":   "why the pair stays held (a `refusal`)",
-		"exit":      "the exit code this pair alone gives",
+		"type":         "`pair`",
+		"seat":         "the seat key (a `key`)",
+		"session":      "the session key (a `key`)",
+		"claimId":      "the claim judged",
+		"outcome":      "`free`, `stopped`, `uncertain`, `stopping`, `active` or `reserved`: what the pair is after classification",
+		"free":         "whether the pair is provably free now (`free` or `stopped`)",
+		"dryRun":       "whether nothing was published (`--dry-run`)",
+		"owner":        "the recorded owner's state (an `owner`)",
+		"unit":         "the claim's unit as the service manager answered (a `unit`)",
+		"proof":        "the proof of a `stopped` outcome (a `proof`), or null",
+		"bootProof":    "the boot proof issued (a `bootProof`)",
+		"decommission": "the decommission record the claim was freed on (a `decommission`)",
+		"published":    "the revisions published, or with `--dry-run` that would be (each a `published`)",
+		"completed":    "a release cut between the keys was completed",
+		"damaged":      "a head is damaged",
+		"needs":        "`boot-proof` when a claim from an earlier boot needs a boot proof that was not issued",
+		"why":          "the outcome in words, with what to do next",
+		"refusal":      "why the pair stays held (a `refusal`)",
+		"exit":         "the exit code this pair alone gives",
+	}},
+	{"decommission", decommissionJSON{}, "`decommission --json`; `classify` (the record a pair was freed on)", map[string]string{
+		"id":         "the record's id, `decommission-<machine id>-<n>`: a `decommissioned` proof's `ref`",
+		"path":       "the record's file (on etcd, its key under the prefix)",
+		"kind":       "`decommission`, or `decommission-lift` for a lift",
+		"machineId":  "the machine decommissioned",
+		"seq":        "the record's number in the machine's history (1, 2, …); the highest is the machine's state",
+		"lastBootId": "the boot of the machine's newest head when the record was written (informational)",
+		"bootIds":    "every boot of the machine in the root's heads then: exactly the boots whose claims it frees (empty for a lift)",
+		"heldClaims": "how many of the machine's claims were held then",
+		"evidence":   "`powered-off`, `wiped` or `instance-deleted` (a decommission)",
+		"reason":     "the operator's reason",
+		"lifts":      "for a lift, the decommission record it ends",
+		"assertedBy": "who asserted it (an `asserter`)",
+		"assertedAt": "when (RFC 3339 UTC)",
+	}},
+	{"asserter", asserterJSON{}, "`decommission`", map[string]string{
+		"uid":       "the real uid of the process that wrote the record",
+		"user":      "that uid's user name, empty when the user database has none",
+		"hostname":  "the host name of the machine it ran on",
+		"machineId": "that machine's id",
+	}},
+	{"decommissionState", decommissionViewJSON{}, "`show` (`head`), `list` (`listEntry`)", map[string]string{
+		"state":  "`freed` (stopped on the record), `covered` (held; classify frees it), `not-covered` (held; its machine is decommissioned, but not for this boot) or `lifted` (held; its machine's decommission was lifted)",
+		"record": "the record's id",
 	}},
 	{"unit", unitJSON{}, "`classify`", map[string]string{
 		"name":   "the unit name as recorded",
@@ -560,18 +593,19 @@ var jsonTypes = []jsonType{
 		"keys":    "key directories read",
 	}},
 	{"listEntry", listEntryJSON{}, "`list`: one held pair, orphan key or (with `--all`) free key", map[string]string{
-		"type":      "`pair`, `orphan` or `free`",
-		"state":     "the state it reads as (a pair: the more conservative key's), or `damaged`",
-		"held":      "whether it is held",
-		"claimId":   "the claim at the head",
-		"owner":     "the recorded owner, judged now (an `owner`)",
-		"unitName":  "the claim's systemd unit",
-		"writtenAt": "when the head (the seat's, for a pair) was written (informational)",
-		"age":       "seconds since `writtenAt`, when it parses (informational)",
-		"seat":      "the seat key (a `key`)",
-		"session":   "the session key (a `key`)",
-		"dir":       "the key directory, for an orphan or free key",
-		"why":       "why it is held, and what to do",
+		"type":         "`pair`, `orphan` or `free`",
+		"state":        "the state it reads as (a pair: the more conservative key's), or `damaged`",
+		"held":         "whether it is held",
+		"claimId":      "the claim at the head",
+		"owner":        "the recorded owner, judged now (an `owner`)",
+		"unitName":     "the claim's systemd unit",
+		"writtenAt":    "when the head (the seat's, for a pair) was written (informational)",
+		"age":          "seconds since `writtenAt`, when it parses (informational)",
+		"seat":         "the seat key (a `key`)",
+		"session":      "the session key (a `key`)",
+		"dir":          "the key directory, for an orphan or free key",
+		"why":          "why it is held, and what to do",
+		"decommission": "what a decommission record says of the claim (a `decommissionState`)",
 	}},
 	{"errorBody", errorBodyJSON{}, "`error`", map[string]string{
 		"exit":        "the exit code",

@@ -92,7 +92,7 @@ func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, 
 		return nil, err
 	}
 	out.Keys = w.Keys
-	judge := ownerCache{s: s, seen: map[string]ownerJSON{}}
+	judge := ownerCache{s: s, seen: map[string]ownerJSON{}, decom: newDecomCache(e.ctx, s)}
 	for _, p := range w.Pairs {
 		switch {
 		case p.SeatInfo.Held() || p.SessionInfo.Held():
@@ -169,8 +169,9 @@ func stateRank(s string) int {
 // ownerCache judges each recorded owner once per listing: 10,000 claims of
 // one supervisor are one /proc lookup.
 type ownerCache struct {
-	s    *claimstore.Store
-	seen map[string]ownerJSON
+	s     *claimstore.Store
+	seen  map[string]ownerJSON
+	decom *decomCache // each machine's decommission record, read once
 }
 
 func (c *ownerCache) judge(r *claimstore.Record) ownerJSON {
@@ -210,6 +211,13 @@ func entryFrom(s *claimstore.Store, judge *ownerCache, h *claimstore.Head, now t
 		o := judge.judge(r)
 		x.Owner = &o
 		x.Why = heldWhy(s, r, h.State(), o)
+		x.Decommission = judge.decom.view(r)
+		if x.Decommission != nil {
+			x.Why = decommissionWords(x.Decommission, r.Host.MachineID)
+		}
+	} else if v := (&decomCache{s: s}).view(r); v != nil && v.State == claimstore.DecommissionFreed {
+		// Freed on a record: no record need be read to say so.
+		x.Decommission = v
 	}
 	return x
 }
@@ -247,6 +255,9 @@ func pairEntry(s *claimstore.Store, judge *ownerCache, seat, session *claimstore
 	if latest.Record != nil {
 		o := judge.judge(latest.Record)
 		x.Why = heldWhy(s, latest.Record, claimstore.State(x.State), o)
+		if x.Decommission != nil {
+			x.Why = decommissionWords(x.Decommission, latest.Record.Host.MachineID)
+		}
 		if other := map[bool]*claimstore.Head{true: session, false: seat}[latest == seat]; !other.Held() {
 			// One key holds, its partner does not: the claim's acquire
 			// reached only the seat, or its release only the seat.
@@ -279,6 +290,9 @@ func heldKeyEntry(s *claimstore.Store, judge *ownerCache, h *claimstore.Head, no
 func freeEntry(s *claimstore.Store, h *claimstore.Head, now time.Time) listEntryJSON {
 	x := entryFrom(s, nil, h, now)
 	x.Type, x.Why = "free", "free"
+	if x.Decommission != nil {
+		x.Why = "free: " + decommissionWords(x.Decommission, "")
+	}
 	k := keyOut(h.Key, s.Root())
 	if h.Key.Kind == claimstore.KindSeat {
 		x.Seat = &k

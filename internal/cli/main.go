@@ -68,7 +68,7 @@ func init() {
 	commands = []*command{
 		runCmd, waitCmd,
 		listCmd, showCmd, logCmd, classifyCmd, fsckCmd, pruneCmd, metricsCmd,
-		acquireCmd, advanceCmd, releaseCmd, copyCmd,
+		decommissionCmd, acquireCmd, advanceCmd, releaseCmd, copyCmd,
 		versionCmd, helpCmd, completionCmd,
 	}
 }

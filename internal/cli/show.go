@@ -100,17 +100,20 @@ func show(e *env, c *common, s *claimstore.Store, seat, session *claimstore.Key)
 		}
 		heads = append(heads, h)
 	}
+	decom := newDecomCache(e.ctx, s)
 	if heads[0] != nil {
 		j := headOut(s, heads[0])
+		j.Decommission = decom.view(heads[0].Record)
 		out.Seat = &j
 	}
 	if heads[1] != nil {
 		j := headOut(s, heads[1])
+		j.Decommission = decom.view(heads[1].Record)
 		out.Session = &j
 	}
 	if heads[0] != nil && heads[1] != nil {
 		p := &claimstore.Pair{Seat: heads[0], Session: heads[1]}
-		out.Pair = explainPair(s, p)
+		out.Pair = explainPair(s, p, decom)
 	}
 	if c.json {
 		writeJSON(e.stdout, out)
@@ -163,6 +166,9 @@ func headLine(h *headJSON, withOwner bool) string {
 	}
 	if h.Host != nil && !h.Host.ThisMachine {
 		fmt.Fprintf(&b, "  host: machine %s (foreign)", esc(h.Host.MachineID))
+	}
+	if h.Decommission != nil {
+		fmt.Fprintf(&b, "  %s", escText(decommissionWords(h.Decommission, h.Host.MachineID)))
 	}
 	if withOwner && h.Owner != nil && h.Held {
 		fmt.Fprintf(&b, "  owner pid %d (%s: %s)", h.Owner.PID, h.Owner.State, escText(h.Owner.Reason))
@@ -238,7 +244,7 @@ func judgeOwner(s *claimstore.Store, r *claimstore.Record) ownerJSON {
 }
 
 // explainPair says why a pair is held and what to do next.
-func explainPair(s *claimstore.Store, p *claimstore.Pair) *pairJSON {
+func explainPair(s *claimstore.Store, p *claimstore.Pair, decom *decomCache) *pairJSON {
 	j := &pairJSON{State: string(p.State()), Held: p.Held()}
 	if !p.Held() {
 		j.Why = "free: neither key is held"
@@ -260,6 +266,15 @@ func explainPair(s *claimstore.Store, p *claimstore.Pair) *pairJSON {
 	case ref.Code == claimstore.ForeignHost:
 		j.Why = "held by another machine: " + ref.Reason
 		j.Next = "classify or release the claim on the machine that took it; nothing here can prove its writer over"
+		for _, h := range held {
+			if v := decom.view(h.Record); v != nil && h.Record != nil {
+				j.Why = "held by another machine: " + decommissionWords(v, h.Record.Host.MachineID)
+				if v.State == claimstore.DecommissionCovered {
+					j.Next = "run `" + classify + "`: it frees the claim on record " + v.Record
+				}
+				break
+			}
+		}
 		return j
 	case gapped:
 		j.Why = "held: " + ref.Reason
