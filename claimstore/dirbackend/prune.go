@@ -359,62 +359,83 @@ const removeBatchMax = 256
 // in place (its tombstone head, free) or trash, which Sweep removes.
 func (b *Backend) RemoveKeys(ctx context.Context, rs []storage.Removal) ([]error, error) {
 	errs := make([]error, len(rs))
+	var trashes []string
 	for start := 0; start < len(rs); start += removeBatchMax {
 		part := rs[start:min(start+removeBatchMax, len(rs))]
-		if err := b.removeKeys(ctx, part, errs[start:start+len(part)]); err != nil {
+		t, err := b.removeKeys(ctx, part, errs[start:start+len(part)])
+		trashes = append(trashes, t...)
+		if err != nil {
+			b.deleteTrash(trashes)
 			return nil, err
 		}
 	}
+	b.deleteTrash(trashes)
 	return errs, nil
 }
 
-func (b *Backend) removeKeys(ctx context.Context, rs []storage.Removal, errs []error) error {
+// removeKeys renames away what it can of rs, durably, and returns the
+// trash it made.
+func (b *Backend) removeKeys(ctx context.Context, rs []storage.Removal, errs []error) ([]string, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := b.checkFailed(); err != nil {
-		return err
+		return nil, err
 	}
 	unlock, err := b.lockPrune(true)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	defer unlock()
 	var trashes []string
 	kinds := map[string]bool{}
 	for i, r := range rs {
 		trash, err := b.renameAway(r.Loc, r.N, r.Head)
+		if errors.Is(err, storage.ErrHeadMoved) {
+			errs[i] = err
+			continue
+		}
 		if err != nil {
-			if errors.Is(err, storage.ErrHeadMoved) {
-				errs[i] = err
-				continue
-			}
 			// A rename that failed for another reason (or a damaged
 			// head) stops the batch; what was renamed before it is made
 			// durable first, as the others would have been.
 			if serr := b.syncKinds(kinds); serr != nil {
-				unlock()
-				return serr
+				return trashes, serr
 			}
-			unlock()
-			return err
+			return trashes, err
 		}
 		trashes = append(trashes, trash)
 		kinds[filepath.Dir(trash)] = true
 	}
-	err = b.syncKinds(kinds)
-	unlock()
-	if err != nil {
-		return err
+	return trashes, b.syncKinds(kinds)
+}
+
+// trashWorkers is how many trash directories are deleted at once: an
+// unlink is a journal update of its own directory, and those of different
+// directories proceed side by side.
+const trashWorkers = 8
+
+// deleteTrash deletes trash directories, without making that durable:
+// trash is no key's name, and what a crash keeps of it is the next Sweep's
+// (so a batch of removals pays one fsync per kind directory, for its
+// renames, besides the tombstones'). A failure leaves the rest to Sweep.
+func (b *Backend) deleteTrash(trashes []string) {
+	next := make(chan string)
+	var wg sync.WaitGroup
+	for range min(trashWorkers, len(trashes)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range next {
+				_ = b.deleteTree(t)
+			}
+		}()
 	}
-	// The keys are gone, durably. Deleting the trash need not be: trash
-	// is no key's name, and what a crash keeps of it is the next Sweep's.
-	// So no fsync of the kind directory for it (a batch of removals pays
-	// one fsync per kind directory, for its renames, besides the
-	// tombstones').
 	for _, t := range trashes {
-		_ = b.deleteTree(t)
+		next <- t
 	}
-	return nil
+	close(next)
+	wg.Wait()
 }
 
 // renameAway checks that loc's head is revision n holding exactly head and
