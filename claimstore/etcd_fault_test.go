@@ -92,11 +92,13 @@ var lzModel = porcupine.NondeterministicModel{
 		switch in.op {
 		case "classify":
 			// A classification frees a held seat at the next number, or
-			// publishes nothing on it (rev 0: free already, or held by a
-			// refusal).
+			// publishes nothing on it (rev 0: free already). A refused one
+			// may have freed the seat before a fault cut it between the
+			// keys (its refusal names the command that finishes it), so it
+			// is judged as an unknown one is.
 			freed := lzState{n: s.n + 1}
 			switch {
-			case out.res == "ok" && out.rev == 0, out.res == "refused":
+			case out.res == "ok" && out.rev == 0:
 				return []any{s}
 			case out.res == "ok":
 				if s.holder != "" && out.rev == s.n+1 {
