@@ -193,20 +193,19 @@ func (s *Store) FinishStep(ctx context.Context, c *Claim) error {
 	if h.Record == nil || h.N != c.SessionRev || h.Record.ClaimID != c.ID {
 		return moved(fmt.Sprintf("%s moved under claim %s while its cut step was being finished: its head is revision %d, not the claim's revision %d", k, c.ID, h.N, c.SessionRev))
 	}
-	rec := c.Record.clone()
-	rec.Key, rec.Revision = k, c.SessionRev+1
-	rec.WrittenAt = s.now().UTC().Format("2006-01-02T15:04:05.000Z")
-	if err := s.checkSize(rec, k); err != nil {
+	// checkSize and publish each stamp their own copy of the record with
+	// the key, the revision and the time: c.Record is published as it is.
+	if err := s.checkSize(c.Record, k); err != nil {
 		return err
 	}
-	won, err := s.publish(ctx, k, rec.Revision, rec)
+	won, err := s.publish(ctx, k, c.SessionRev+1, c.Record)
 	if err != nil {
 		return err
 	}
 	if !won {
-		return moved(fmt.Sprintf("another writer published revision %d of %s while claim %s's cut step was being finished", rec.Revision, k, c.ID))
+		return moved(fmt.Sprintf("another writer published revision %d of %s while claim %s's cut step was being finished", c.SessionRev+1, k, c.ID))
 	}
-	c.SessionRev = rec.Revision
+	c.SessionRev++
 	return nil
 }
 
