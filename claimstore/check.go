@@ -113,7 +113,7 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 		if layout != nil {
 			layout.CheckProof(ctx, id, add)
 		}
-		if strings.HasPrefix(id, "decommission-") {
+		if strings.HasPrefix(id, decommissionPrefix) {
 			// An operator's record: it frees by itself (classify reads
 			// it), so no revision need name it; it must only be whole.
 			if _, err := s.ReadDecommission(ctx, id); err != nil {

@@ -137,16 +137,20 @@ func (r *DecommissionRecord) Covers(machine, boot string) bool {
 	return false
 }
 
+// decommissionPrefix begins every decommission record's id; a proof id
+// with it is judged as a record, never as a boot proof.
+const decommissionPrefix = "decommission-"
+
 // DecommissionID is the id of machine's record number seq:
 // "decommission-<machine id>-<seq, 10 digits>".
 func DecommissionID(machine string, seq uint64) string {
-	return fmt.Sprintf("decommission-%s-%010d", machine, seq)
+	return fmt.Sprintf("%s%s-%010d", decommissionPrefix, machine, seq)
 }
 
 // parseDecommissionID returns the machine and number of a record id, or
 // ok false when id is not one.
 func parseDecommissionID(id string) (machine string, seq uint64, ok bool) {
-	rest, ok := strings.CutPrefix(id, "decommission-")
+	rest, ok := strings.CutPrefix(id, decommissionPrefix)
 	if !ok || len(rest) != 32+1+10 || rest[32] != '-' || !hostid.ValidMachineID(rest[:32]) {
 		return "", 0, false
 	}

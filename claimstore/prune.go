@@ -135,8 +135,6 @@ type candidate struct {
 	// finish: a compaction to the base the key has, for what an earlier
 	// one left below it.
 	finish bool
-	// err is a tombstone publish's failure.
-	err error
 }
 
 // Prune removes the history of keys that have been free for longer than
@@ -492,14 +490,9 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, wor
 		removals = append(removals, c)
 	}
 	if tombs {
-		removals = s.publishTombstones(ctx, removals, workers, rep, each)
-		if err := ctx.Err(); err != nil {
+		var err error
+		if removals, err = s.publishTombstones(ctx, removals, workers, rep, each); err != nil {
 			return err
-		}
-		for _, c := range removals {
-			if c.err != nil {
-				return c.err
-			}
 		}
 	} else {
 		for _, c := range removals {
@@ -582,10 +575,12 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, wor
 // exclusive, durable publish of its own key, and fsyncs issued together
 // share the filesystem's journal commits where one at a time would pay one
 // each. It returns the removals whose tombstone is the head, in order, and
-// reports the others kept (written to since they were read); a removal
-// whose publish failed carries its error.
-func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers int, rep *PruneReport, each func(PruneAction)) []*candidate {
+// reports the others kept (written to since they were read). A failed
+// publish (the first, in order) or a cancellation is its error; the
+// tombstones published by then stay, free, for the next prune.
+func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers int, rep *PruneReport, each func(PruneAction)) ([]*candidate, error) {
 	won := make([]bool, len(cs))
+	errs := make([]error, len(cs))
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range min(workers, len(cs)) {
@@ -600,11 +595,10 @@ func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers 
 					continue
 				}
 				n, data, ok, err := s.publishTombstone(ctx, h)
-				c.err = err
 				if ok {
 					c.tombN, c.tombData, c.to = n, data, n
 				}
-				won[i] = ok || err != nil
+				won[i], errs[i] = ok, err
 			}
 		}()
 	}
@@ -616,18 +610,24 @@ func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers 
 	}
 	close(jobs)
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
 	var out []*candidate
 	for i, c := range cs {
 		if !won[i] {
-			if ctx.Err() == nil {
-				rep.Kept++
-				each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "written to since it was read"})
-			}
+			rep.Kept++
+			each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "written to since it was read"})
 			continue
 		}
 		out = append(out, c)
 	}
-	return out
+	return out, nil
 }
 
 // reportDone counts and reports a removal or compaction.
