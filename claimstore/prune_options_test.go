@@ -117,6 +117,10 @@ func TestPruneReportsItsFailures(t *testing.T) {
 		{"walk", func(root string) *errorfs.Rule {
 			return &errorfs.Rule{Op: errorfs.OpReadDir, Path: func(p string) bool { return p == filepath.Join(root, string(KindSeat)) }}
 		}, true},
+		{"walk after the first sweep", func(root string) *errorfs.Rule {
+			// The sweep's listing of seat/ passes; the walk's fails.
+			return &errorfs.Rule{Op: errorfs.OpReadDir, Nth: 2, Path: func(p string) bool { return p == filepath.Join(root, string(KindSeat)) }}
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
@@ -124,7 +128,7 @@ func TestPruneReportsItsFailures(t *testing.T) {
 			s := openStore(t, root, &TOpts{Now: clk.now})
 			runLifecycle(t, s, seatKey(t, "s"), sessionKey(t, "x"))
 			clk.add(40 * day)
-			if tc.name == "first sweep" {
+			if tc.name == "first sweep" || tc.name == "walk after the first sweep" {
 				if err := os.Mkdir(filepath.Join(root, string(KindSession), dirbackend.TrashPrefix+"planted"), 0o700); err != nil {
 					t.Fatal(err)
 				}
@@ -140,6 +144,43 @@ func TestPruneReportsItsFailures(t *testing.T) {
 			if !strings.Contains(err.Error(), root) {
 				t.Errorf("the error does not name the root's path: %v", err)
 			}
+			if tc.name == "walk after the first sweep" {
+				// Prune sweeps first: what earlier removals left is
+				// finished even when the walk then fails.
+				if _, err := os.Lstat(filepath.Join(root, string(KindSession), dirbackend.TrashPrefix+"planted")); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the trash is still there after the first sweep: %v", err)
+				}
+			}
 		})
+	}
+}
+
+// A free pair whose claim an orphan still holds (a seat in the
+// reference's form, without a pair member, reusing the claim's id) is
+// kept: a claim that a held key names is never pruned from under it.
+func TestPruneKeepsWhatAnOrphanNames(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	root := newRoot(t)
+	s := openStore(t, root, &TOpts{Now: clk.now})
+	seat, session := seatKey(t, "b"), sessionKey(t, "x")
+	c := runLifecycle(t, s, seat, session)
+	orphan := seatKey(t, "a")
+	writeRev(t, s, orphan, 1, refRecord(orphan, 1, c.ID, "active").bytes())
+	clk.add(40 * day)
+	var got []string
+	rep, err := s.Prune(ctx, pruneOpts(t, s, &got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Removed != 0 || rep.Compacted != 0 {
+		t.Errorf("pruned a pair whose claim an orphan holds: %+v\n%s", rep, strings.Join(got, "\n"))
+	}
+	want := "kept " + session.String() + ": it names claim " + c.ID + ", which another key still holds"
+	if !strings.Contains(strings.Join(got, "\n"), want) {
+		t.Errorf("actions:\n%s\nwant %q", strings.Join(got, "\n"), want)
+	}
+	if h, _ := s.Head(ctx, session); h.N != 4 {
+		t.Errorf("session head %d, want 4", h.N)
 	}
 }
