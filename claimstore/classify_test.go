@@ -190,6 +190,9 @@ func TestClassifyTable(t *testing.T) {
 			needs   string
 			proof   ProofKind
 			publish int
+			// explain is the row Explain names with no options: no unit
+			// lookup (row 9 never decides) and no adopter (row 5 neither).
+			explain string
 		}
 		live := map[int]string{4100: "500"}
 		sameBootGone := &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: map[int]string{}}
@@ -214,13 +217,13 @@ func TestClassifyTable(t *testing.T) {
 			}
 		}
 		rows := []row{
-			{name: "1 free", setup: func(*testing.T, *Store, Key, Key) {}, host: sameBootGone, want: OutcomeFree},
-			{name: "2 foreign host", setup: acquire(Active, true), host: &hostidtest.Host{Machine: "ffffffffffffffffffffffffffffffff", Boot: bootB, Procs: map[int]string{}}, want: OutcomeUncertain, refusal: ForeignHost},
-			{name: "3 damaged head", setup: func(t *testing.T, s *Store, seat, session Key) {
+			{name: "1 free", explain: "1", setup: func(*testing.T, *Store, Key, Key) {}, host: sameBootGone, want: OutcomeFree},
+			{name: "2 foreign host", explain: "2", setup: acquire(Active, true), host: &hostidtest.Host{Machine: "ffffffffffffffffffffffffffffffff", Boot: bootB, Procs: map[int]string{}}, want: OutcomeUncertain, refusal: ForeignHost},
+			{name: "3 damaged head", explain: "3", setup: func(t *testing.T, s *Store, seat, session Key) {
 				acquire(Active, true)(t, s, seat, session)
 				writeRaw(t, s, session, 3, "{torn")
 			}, host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement},
-			{name: "4 mixed claims", setup: func(t *testing.T, s *Store, seat, session Key) {
+			{name: "4 mixed claims", explain: "4", setup: func(t *testing.T, s *Store, seat, session Key) {
 				acquire(Active, true)(t, s, seat, session)
 				other, _ := SessionKey("other")
 				seat2, _ := SeatKey("seat-2", "proj", "/ws")
@@ -235,13 +238,13 @@ func TestClassifyTable(t *testing.T) {
 					t.Fatal(err)
 				}
 			}, host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement},
-			{name: "5 adopt same owner", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Adopt: &Owner{PID: 4100, Incarnation: []byte("7")}}, want: OutcomeOwned},
-			{name: "6 owner live", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: live}, want: OutcomeActive, refusal: AlreadyActive},
-			{name: "6 owner unknown (proc unreadable)", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: nil}, opts: nil, want: OutcomeActive, refusal: AlreadyActive},
-			{name: "7 other boot, pid reused with the same start", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: live}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
-			{name: "7 other boot with proof", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
-			{name: "7 other boot without issuer", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}, opts: &ClassifyOptions{BootProofs: NoBootProofs}, want: OutcomeUncertain, refusal: UnsafeReplacement, needs: NeedsBootProof},
-			{name: "8 release cut between keys", setup: func(t *testing.T, s *Store, seat, session Key) {
+			{name: "5 adopt same owner", explain: "10", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Adopt: &Owner{PID: 4100, Incarnation: []byte("7")}}, want: OutcomeOwned},
+			{name: "6 owner live", explain: "6", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: live}, want: OutcomeActive, refusal: AlreadyActive},
+			{name: "6 owner unknown (proc unreadable)", explain: "6", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootA, Procs: nil}, opts: nil, want: OutcomeActive, refusal: AlreadyActive},
+			{name: "7 other boot, pid reused with the same start", explain: "7", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: live}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
+			{name: "7 other boot with proof", explain: "7", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}, want: OutcomeStopped, proof: ProofBoot, publish: 2},
+			{name: "7 other boot without issuer", explain: "7", setup: acquire(Active, true), host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}, opts: &ClassifyOptions{BootProofs: NoBootProofs}, want: OutcomeUncertain, refusal: UnsafeReplacement, needs: NeedsBootProof},
+			{name: "8 release cut between keys", explain: "8", setup: func(t *testing.T, s *Store, seat, session Key) {
 				c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: Owner{PID: 4100, Start: "500"}})
 				if err != nil {
 					t.Fatal(err)
@@ -256,11 +259,11 @@ func TestClassifyTable(t *testing.T) {
 					t.Fatal(err)
 				}
 			}, host: sameBootGone, want: OutcomeStopped, proof: ProofCohort, publish: 1},
-			{name: "9 reserved, no unit", setup: acquire(Reserved, false), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeStopped, proof: ProofNoUnit, publish: 2},
-			{name: "10 reserved, unit present", setup: acquire(Reserved, false), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{"mosaic-chat-c00000000000000000000000a": "alive"}}, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
-			{name: "10 reserved, no unit lookup", setup: acquire(Reserved, false), host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
-			{name: "10 marker, unit absent", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
-			{name: "10 stopping in flight", setup: acquire(Stopping, true), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeStopping, refusal: UnsafeReplacement},
+			{name: "9 reserved, no unit", explain: "10", setup: acquire(Reserved, false), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeStopped, proof: ProofNoUnit, publish: 2},
+			{name: "10 reserved, unit present", explain: "10", setup: acquire(Reserved, false), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{"mosaic-chat-c00000000000000000000000a": "alive"}}, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
+			{name: "10 reserved, no unit lookup", explain: "10", setup: acquire(Reserved, false), host: sameBootGone, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
+			{name: "10 marker, unit absent", explain: "10", setup: acquire(Active, true), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeUncertain, refusal: UnsafeReplacement, publish: 2},
+			{name: "10 stopping in flight", explain: "10", setup: acquire(Stopping, true), host: sameBootGone, opts: &ClassifyOptions{Units: mapUnits{}}, want: OutcomeStopping, refusal: UnsafeReplacement},
 		}
 		for _, r := range rows {
 			t.Run(r.name, func(t *testing.T) {
@@ -272,9 +275,28 @@ func TestClassifyTable(t *testing.T) {
 				if r.host.Procs == nil {
 					s.host = unreadableProc{r.host}
 				}
+				// Explain names the row that decides, from the same rows,
+				// and publishes nothing.
+				p, err := s.Pair(ctx, seat, session)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ex, err := s.Explain(ctx, p)
+				if err != nil {
+					t.Fatalf("Explain: %v", err)
+				}
+				if ex.Row != r.explain {
+					t.Errorf("Explain names row %s (%s), want row %s", ex.Row, ex.When, r.explain)
+				}
+				if after, _ := s.Pair(ctx, seat, session); after.Seat.N != p.Seat.N || after.Session.N != p.Session.N {
+					t.Errorf("Explain published: seat r%d -> r%d, session r%d -> r%d", p.Seat.N, after.Seat.N, p.Session.N, after.Session.N)
+				}
 				res, err := s.Classify(ctx, seat, session, r.opts)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if r.opts == nil && ex.Result.Outcome != res.Outcome {
+					t.Errorf("Explain concludes %s, Classify %s", ex.Result.Outcome, res.Outcome)
 				}
 				if res.Outcome != r.want {
 					t.Errorf("outcome %s, want %s (%+v)", res.Outcome, r.want, res)
@@ -403,6 +425,13 @@ func TestClassifyRefusesAnotherPairsClaim(t *testing.T) {
 		}
 		if h, _ := s.Head(context.Background(), seat1); h.N != 0 {
 			t.Errorf("seat-1 gained revision %d", h.N)
+		}
+		p, err := s.Pair(context.Background(), seat1, session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex, err := s.Explain(context.Background(), p); err != nil || ex.Row != "6a" {
+			t.Errorf("Explain = %+v, %v; want row 6a", ex, err)
 		}
 	})
 }

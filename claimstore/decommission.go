@@ -20,8 +20,8 @@ import (
 // A machine that will never run again holds its claims forever: every other
 // machine reads them as foreign-host, and only that machine, after its own
 // reboot, could free them on a boot proof. A decommission record is an
-// operator's durable, attributable assertion that it will not (ARCHITECTURE.md,
-// "How an operator frees a dead machine's claims"): classify on any other
+// operator's durable, attributable assertion that it will not
+// (docs/DECOMMISSION.md; ARCHITECTURE.md, "Trust model"): classify on any other
 // machine then frees that machine's claims of the boots the record names.
 //
 // A machine's records form one history, numbered densely from 1 like a key's

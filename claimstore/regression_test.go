@@ -199,6 +199,11 @@ func testMovedRelease(t *testing.T, goneY bool) {
 	}
 	seatBefore, _ := s.Head(context.Background(), seat)
 
+	if p, err := s.Pair(context.Background(), seat, session); err != nil {
+		t.Fatal(err)
+	} else if ex, err := s.Explain(context.Background(), p); err != nil || ex.Row != "3a" || !ex.Result.Completed {
+		t.Fatalf("Explain = %+v, %v; want row 3a completing the release", ex, err)
+	}
 	dry, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{DryRun: true})
 	if err != nil || !dry.Completed || len(dry.Published) != 1 || dry.Published[0].Key != session {
 		t.Fatalf("dry run = %+v, %v", dry, err)

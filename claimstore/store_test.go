@@ -572,7 +572,9 @@ var headSpecs = []struct {
 }
 
 // TestHeadStates: each kind of head reads as the state and holds the key as
-// §3 says; damaged and proofless stopped heads are uncertain.
+// ARCHITECTURE.md's invariants say ("A key is held unless its head is
+// `stopped` *with* a proof"); damaged and proofless stopped heads are
+// uncertain.
 func TestHeadStates(t *testing.T) {
 	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
 		for _, tt := range headSpecs {

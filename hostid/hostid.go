@@ -378,6 +378,50 @@ func (o Override) PIDNamespace(pid int) (string, error) {
 	return o.Host.PIDNamespace(pid)
 }
 
+// The parts of a process's identity, as IdentifyError names them.
+const (
+	PartStart = "start time"
+	PartBoot  = "boot id"
+	PartPIDNS = "PID namespace"
+)
+
+// IdentifyError says which part of a process's identity Identify could not
+// read, and why (Err, which it wraps: fs.ErrNotExist for a start time of a
+// process that does not exist, fs.ErrPermission for a namespace another
+// user's).
+type IdentifyError struct {
+	PID  int
+	Part string // PartStart, PartBoot or PartPIDNS
+	Err  error
+}
+
+func (e *IdentifyError) Error() string {
+	return fmt.Sprintf("cannot read the %s of process %d: %v", e.Part, e.PID, e.Err)
+}
+
+func (e *IdentifyError) Unwrap() error { return e.Err }
+
+// Identify returns the identity of process pid on h, as an owner records
+// it: its start time, this boot and its PID namespace. As Self, it fails
+// with an *IdentifyError rather than record less: an owner recorded without
+// its namespace would be judged as one of the judge's own, where its pid
+// may name another process.
+func Identify(h Host, pid int) (Owner, error) {
+	start, err := h.StartTime(pid)
+	if err != nil {
+		return Owner{}, &IdentifyError{PID: pid, Part: PartStart, Err: err}
+	}
+	boot, err := h.BootID()
+	if err != nil {
+		return Owner{}, &IdentifyError{PID: pid, Part: PartBoot, Err: err}
+	}
+	ns, err := h.PIDNamespace(pid)
+	if err != nil {
+		return Owner{}, &IdentifyError{PID: pid, Part: PartPIDNS, Err: err}
+	}
+	return Owner{PID: pid, Start: start, Boot: boot, PIDNS: ns}, nil
+}
+
 // Self returns the identity of the calling process on h, its PID namespace
 // included. It fails, rather than record less, when any part cannot be
 // read: an owner recorded without its namespace is judged as one of the

@@ -611,3 +611,36 @@ func TestIDFileNeverBlocks(t *testing.T) {
 		t.Fatal("MachineID blocks on a FIFO")
 	}
 }
+
+// nsUnreadable is the real host with every PID namespace unreadable.
+type nsUnreadable struct{ Host }
+
+func (nsUnreadable) PIDNamespace(pid int) (string, error) {
+	return "", &fs.PathError{Op: "stat", Path: "/proc/" + strconv.Itoa(pid) + "/ns/pid", Err: syscall.EACCES}
+}
+
+// TestIdentify: a process is identified as a judge will judge it (live,
+// with its namespace); a reaped one is no process; and an owner whose PID
+// namespace cannot be read is refused, never recorded without it.
+func TestIdentify(t *testing.T) {
+	cmd, want := startSleeper(t, sleepPath(t))
+	got, err := Identify(System, cmd.Process.Pid)
+	if err != nil || got != want {
+		t.Fatalf("Identify(child) = %+v, %v; want %+v", got, err, want)
+	}
+	if st, reason := Judge(System, got); st != Live {
+		t.Errorf("Judge(Identify(child)) = %s (%s), want live", st, reason)
+	}
+	if _, err := Identify(nsUnreadable{System}, cmd.Process.Pid); err == nil {
+		t.Error("Identify with the namespace unreadable recorded an owner without it")
+	} else if ie := (*IdentifyError)(nil); !errors.As(err, &ie) || ie.Part != PartPIDNS || !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("Identify with the namespace unreadable: %v; want an *IdentifyError of the PID namespace wrapping EACCES", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := Identify(System, cmd.Process.Pid); err == nil {
+		t.Error("Identify of a reaped child succeeded")
+	} else if ie := (*IdentifyError)(nil); !errors.As(err, &ie) || ie.Part != PartStart || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Identify of a reaped child: %v; want an *IdentifyError of the start time wrapping fs.ErrNotExist", err)
+	}
+}

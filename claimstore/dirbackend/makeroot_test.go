@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -137,5 +138,26 @@ func TestFirstWriteRootFailures(t *testing.T) {
 				t.Errorf("the failed write left entries in the root (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestNotClaimRootNamesWhatItAccepts: the refusal names every entry that
+// makes a directory a claim root, and each of them does (archive/ once went
+// unnamed: a message that says what a root holds must say all of it).
+func TestNotClaimRootNamesWhatItAccepts(t *testing.T) {
+	msg := (&NotClaimRootError{Root: "/r", Entries: []string{"junk"}}).Error()
+	for _, e := range RootEntries() {
+		if err := NotClaimRoot("/r", []string{"junk", e}); err != nil {
+			t.Errorf("a directory holding %s/ and junk: %v, want a claim root", e, err)
+		}
+		if !strings.Contains(msg, e+"/") || !strings.Contains(RootEntriesWords(), e+"/") {
+			t.Errorf("the refusal %q (words %q) does not name %s/", msg, RootEntriesWords(), e)
+		}
+	}
+	if got, want := RootEntriesWords(), "seat/, session/, proofs/, status/ or archive/"; got != want {
+		t.Errorf("RootEntriesWords() = %q, want %q", got, want)
+	}
+	if err := NotClaimRoot("/r", []string{"junk"}); err == nil {
+		t.Error("a directory holding only junk is taken for a claim root")
 	}
 }

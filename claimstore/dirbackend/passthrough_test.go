@@ -18,7 +18,12 @@ import (
 // methods that reach it.
 type countingOS struct {
 	vfs.OSFS
-	probes, scans, stats *atomic.Int32
+	probes, scans, stats, locks *atomic.Int32
+}
+
+func (f countingOS) Lock(dir string, exclusive bool) (func() error, error) {
+	f.locks.Add(1)
+	return f.OSFS.Lock(dir, exclusive)
 }
 
 func (f countingOS) ProbeDir(dir string) (func(string) (bool, error), int64, func() error, error) {
@@ -57,20 +62,22 @@ func (t statCounted) Stat() (fs.FileInfo, error) {
 // The fault-injecting filesystem passes every optional method through, so
 // that the fault suites run the paths production runs: a lifecycle on the
 // directory backend over errorfs over the OS reaches the OS's ProbeDir (a
-// held head, a fence), ScanDir (a free head's confirming listing) and the
-// temporary's Stat (what a publish links), through errorfs.
+// held head, a fence), ScanDir (a free head's confirming listing), the
+// temporary's Stat (what a publish links) and Lock (the prune lock a
+// publish over a head holds shared, which without it would hold within
+// this process only), through errorfs.
 func TestErrorfsPassesOptionalMethodsThrough(t *testing.T) {
-	var probes, scans, stats atomic.Int32
-	inner := countingOS{probes: &probes, scans: &scans, stats: &stats}
+	var probes, scans, stats, locks atomic.Int32
+	inner := countingOS{probes: &probes, scans: &scans, stats: &stats, locks: &locks}
 	runLifecycle(t, New(newRoot(t), &Options{FS: errorfs.Wrap(inner)}))
-	if probes.Load() == 0 || scans.Load() == 0 || stats.Load() == 0 {
-		t.Errorf("through errorfs: %d ProbeDir, %d ScanDir, %d Stat calls reached the OS filesystem; want some of each", probes.Load(), scans.Load(), stats.Load())
+	if probes.Load() == 0 || scans.Load() == 0 || stats.Load() == 0 || locks.Load() == 0 {
+		t.Errorf("through errorfs: %d ProbeDir, %d ScanDir, %d Stat, %d Lock calls reached the OS filesystem; want some of each", probes.Load(), scans.Load(), stats.Load(), locks.Load())
 	}
 }
 
 // The crash-simulating filesystem has the optional methods itself, and the
 // directory backend uses them: the calls its hook sees include probedir,
-// fstatat, scandir and fstat.
+// fstatat, scandir, fstat and flock (vfs.Locker, the prune lock).
 func TestCrashfsHasOptionalMethods(t *testing.T) {
 	f := crashfs.New(nil)
 	if err := f.MkdirAll("/data", 0o755); err != nil {
@@ -88,15 +95,16 @@ func TestCrashfsHasOptionalMethods(t *testing.T) {
 	runLifecycle(t, New("/data/root", &Options{FS: f}))
 	mu.Lock()
 	defer mu.Unlock()
-	for _, op := range []string{"probedir", "fstatat", "scandir", "fstat"} {
+	for _, op := range []string{"probedir", "fstatat", "scandir", "fstat", "flock"} {
 		if seen[op] == 0 {
 			t.Errorf("the directory backend made no %s call on crashfs (calls: %v)", op, seen)
 		}
 	}
 }
 
-// runLifecycle acquires, advances and releases a pair, then reads it as a
-// new store would: every kind of head read and publish.
+// runLifecycle acquires, advances and releases a pair, takes and releases
+// it again, then reads it as a new store would: every kind of head read and
+// publish.
 func runLifecycle(t *testing.T, be *Backend) {
 	t.Helper()
 	ctx := context.Background()
@@ -112,6 +120,14 @@ func runLifecycle(t *testing.T, be *Backend) {
 		t.Fatal(err)
 	}
 	if err := s.Advance(ctx, c, claimstore.Patch{State: claimstore.Active}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, c, claimstore.NewProof(claimstore.ProofCohort, "done")); err != nil {
+		t.Fatal(err)
+	}
+	// Taken again over the released heads: a publish over a free head
+	// holds the prune lock shared (vfs.Locker).
+	if c, err = s.Acquire(ctx, seat, session, claimstore.AcquireFields{Owner: o}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Release(ctx, c, claimstore.NewProof(claimstore.ProofCohort, "done")); err != nil {

@@ -20,7 +20,8 @@ import (
 	"github.com/claimstore/claimstore/claimstore/vfs"
 )
 
-// Retention on a directory root (ARCHITECTURE.md, "Retention"):
+// Retention on a directory root (ARCHITECTURE.md, "Retention: prune"; the
+// race argued edge by edge in docs/PROTOCOL.md, "Prune against a publish"):
 //
 //   - A key is compacted by a base pointer, the file "base" in its
 //     directory: written beside the revisions, fsynced, renamed into place,

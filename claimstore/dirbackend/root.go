@@ -3,6 +3,7 @@ package dirbackend
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,15 +25,43 @@ const ArchiveDir = "archive"
 // directory. Nothing is written.
 var ErrNotClaimRoot = errors.New("not a claim root")
 
-// rootEntries are what a claim root holds: its kind directories, its
-// proofs, its archive and its status records. lost+found is what a
-// dedicated filesystem's root holds besides.
-var rootEntries = map[string]bool{string(storage.KindSeat): true, string(storage.KindSession): true, ProofDir: true, ArchiveDir: true, storage.StatusDir: true}
+// rootEntryNames are what a claim root holds, in the order messages name
+// them: its kind directories, its proofs, its status records and its
+// archive. lost+found is what a dedicated filesystem's root holds besides.
+var rootEntryNames = []string{string(storage.KindSeat), string(storage.KindSession), ProofDir, storage.StatusDir, ArchiveDir}
+
+var rootEntries = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range rootEntryNames {
+		m[n] = true
+	}
+	return m
+}()
+
+// RootEntries returns the entries a claim root holds (a fresh slice, the
+// caller's to keep): a directory holding any of them is a claim root.
+func RootEntries() []string { return slices.Clone(rootEntryNames) }
+
+// RootEntriesWords names the entries a claim root holds, as messages say
+// them: "seat/, session/, proofs/, status/ or archive/".
+func RootEntriesWords() string {
+	var b strings.Builder
+	for i, n := range rootEntryNames {
+		switch {
+		case i == len(rootEntryNames)-1:
+			b.WriteString(" or ")
+		case i > 0:
+			b.WriteString(", ")
+		}
+		b.WriteString(n + "/")
+	}
+	return b.String()
+}
 
 // NotClaimRoot says whether a directory holding names (its entries) may be
 // used as a claim root: it may when it is empty (nothing claimed yet), when
-// it holds seat/, session/, proofs/ or status/ (a claim root, perhaps with stray files
-// that fsck reports), or only lost+found (a filesystem made for it). For any
+// it holds any of RootEntries (a claim root, perhaps with stray files that
+// fsck reports), or only lost+found (a filesystem made for it). For any
 // other directory it returns a *NotClaimRootError.
 func NotClaimRoot(root string, names []string) error {
 	var others []string
@@ -52,7 +81,7 @@ func NotClaimRoot(root string, names []string) error {
 }
 
 // NotClaimRootError says a directory is not a claim root: it holds
-// Entries (sorted) and none of seat/, session/, proofs/ or status/. It wraps
+// Entries (sorted) and none of RootEntries. It wraps
 // ErrNotClaimRoot.
 type NotClaimRootError struct {
 	Root    string
@@ -78,7 +107,7 @@ func (e *NotClaimRootError) Shown() string {
 }
 
 func (e *NotClaimRootError) Error() string {
-	return fmt.Sprintf("%s is not a claim root: it holds %s and none of seat/, session/, proofs/ or status/; the store writes only into an empty directory (or one it creates) or an existing claim root: pass the claim root with --root (or CLAIMSTORE_ROOT), or an empty directory for a new one; nothing was written", e.Root, e.Shown())
+	return fmt.Sprintf("%s is not a claim root: it holds %s and none of %s; the store writes only into an empty directory (or one it creates) or an existing claim root: pass the claim root with --root (or CLAIMSTORE_ROOT), or an empty directory for a new one; nothing was written", e.Root, e.Shown(), RootEntriesWords())
 }
 
 func (e *NotClaimRootError) Unwrap() error { return ErrNotClaimRoot }

@@ -118,9 +118,16 @@ var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, B
 // durable, or — on a backend whose request may still land — decided later
 // by reading back, never guessed). The methods are safe for concurrent use.
 //
-// Optional capabilities are the named interfaces below (Censuser,
-// OwnHeadChecker, WalkSyncer, Stager, LayoutChecker, Watcher), found by
-// assertion; each says what the store does without it.
+// Optional capabilities are the named interfaces below, found by
+// assertion; each says what the store does without it:
+//
+//   - reads and walks: Censuser, OwnHeadChecker, WalkSyncer, LayoutChecker;
+//   - publishing: Stager (and Staged), GuardedPublisher;
+//   - prune: Compacter, KeyRemover, RemovalMarker, KeyBatchRemover,
+//     Sweeper, ArchiveLocator;
+//   - waiting and status: Watcher (and Watch), StatusKeeper.
+//
+// TestBackendDocListsEveryCapability keeps this list whole.
 type Backend interface {
 	// Root names the root as a person gives it: a directory's path, or an
 	// etcd:// URL.
@@ -481,7 +488,12 @@ type KeyBatchRemover interface {
 
 // Sweeper is an optional capability of a KeyRemover: finishing what
 // removals left when they were cut short (a crash), durably. Prune calls
-// it first and last.
+// it first and last (not in a dry run), and reports what it removed.
+// Without it, prune sweeps nothing: a backend whose removal leaves nothing
+// behind when it is cut short (etcd: one transaction deletes the key or
+// does not) needs none; one whose removal does (a directory's renamed-away
+// trash) and lacks it leaves that trash until something else removes it.
+// Sweep removes only what a removal left, never a key's history.
 type Sweeper interface {
 	Sweep(ctx context.Context) (removed int, err error)
 }

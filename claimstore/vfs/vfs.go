@@ -5,7 +5,11 @@
 // of the tests implement the same interface, optional methods included, so
 // that they run exactly the paths production runs.
 //
-// A leaf: it imports nothing of the store.
+// It imports nothing of the store (the core, the seam claimstore/storage,
+// either backend), so that a test's filesystem depends on nothing above it;
+// it is not a leaf: it uses hostid for the owner a named temporary's name
+// records (TempOwner) and internal/safefile to open without following a
+// symlink or blocking on a FIFO. TestVFSImportsNothingOfTheStore keeps it so.
 package vfs
 
 import (

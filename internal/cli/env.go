@@ -284,12 +284,10 @@ func (b emptyBackend) Prepare(context.Context, claimstore.Loc, uint64, []byte, f
 	return nil, b.errWrite()
 }
 
-// claimRootDirs are the only entries a claim root holds.
-var claimRootDirs = []string{string(claimstore.KindSeat), string(claimstore.KindSession), claimstore.ProofDir}
-
 // checkClaimRoot refuses, for the commands that walk a whole root (fsck,
 // classify --all, list), a directory that is evidently not a claim root: it
-// holds entries, and none of them is seat/, session/, proofs/ or status/. Walking
+// holds entries, and none of them is one a claim root holds
+// (dirbackend.RootEntries). Walking
 // /proc or /var/lib would report every entry as a stray file, hundreds of
 // findings that bury the real mistake, a wrong --root. An empty directory
 // is an empty root (nothing claimed yet); a root holding seat/ and strays is
@@ -314,8 +312,8 @@ func checkClaimRoot(rc rootChoice) error {
 	}
 	var nr *dirbackend.NotClaimRootError
 	if errors.As(dirbackend.NotClaimRoot(rc.Path, names), &nr) {
-		return fmt.Errorf("%s (from %s) is not a claim root: it holds %s and none of seat/, session/, proofs/ or status/, which are all a claim root holds; pass the claim root with --root (or %s)",
-			rc.Path, rc.Source, nr.Shown(), envRoot)
+		return fmt.Errorf("%s (from %s) is not a claim root: it holds %s and none of %s, which are all a claim root holds; pass the claim root with --root (or %s)",
+			rc.Path, rc.Source, nr.Shown(), dirbackend.RootEntriesWords(), envRoot)
 	}
 	return nil
 }

@@ -219,7 +219,7 @@ directory, or writable by other users is refused. Commands that only read
 they see no revisions. fsck and classify --all fail (exit 1) on a missing root
 named by --root or $CLAIMSTORE_ROOT, a likely typo, and report an empty root
 for the default one. They refuse a directory that holds entries and none of
-seat/, session/, proofs/ or status/: it is not a claim root.
+seat/, session/, proofs/, status/ or archive/: it is not a claim root.
 
 A root may also be kept in an etcd v3 cluster, etcd://host:2379[,host:2379...]/prefix,
 with the same layout and record bytes under the key prefix. claimctl links no

@@ -166,32 +166,27 @@ func claimIDInUse(ctx context.Context, s *claimstore.Store, id string) error {
 	return found
 }
 
-// ownerOf identifies process pid as an owner: its start time, this boot and
-// its PID namespace (its pid means something only there).
+// ownerOf identifies process pid as an owner (hostid.Identify, which
+// refuses to record one without its PID namespace), and words what stops
+// it for claimctl's user.
 func ownerOf(host hostid.Host, pid int) (claimstore.Owner, error) {
-	start, err := host.StartTime(pid)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return claimstore.Owner{}, fmt.Errorf("no process %d (/proc/%d/stat does not exist)", pid, pid)
-		}
+	o, err := hostid.Identify(host, pid)
+	var ie *hostid.IdentifyError
+	switch {
+	case err == nil:
+		return claimstore.Owner{PID: o.PID, Start: o.Start, Boot: o.Boot, PIDNS: o.PIDNS}, nil
+	case !errors.As(err, &ie):
 		return claimstore.Owner{}, err
+	case ie.Part == hostid.PartStart && errors.Is(err, fs.ErrNotExist):
+		return claimstore.Owner{}, fmt.Errorf("no process %d (/proc/%d/stat does not exist)", pid, pid)
+	case ie.Part != hostid.PartPIDNS:
+		return claimstore.Owner{}, ie.Err
+	case errors.Is(err, fs.ErrPermission) && geteuid() == 0:
+		// Root cannot read it: the process belongs to another user
+		// namespace (PID 1 of a container's host, seen from inside).
+		return claimstore.Owner{}, fmt.Errorf("cannot read the PID namespace of process %d (/proc/%d/ns/pid: %v), even as root: it belongs to another user namespace than claimctl's, so its pid cannot be judged from here; name a supervisor process of this namespace instead (your shell's $$, or the supervisor's own pid)", pid, pid, ie.Err)
 	}
-	boot, err := host.BootID()
-	if err != nil {
-		return claimstore.Owner{}, err
-	}
-	ns, err := host.PIDNamespace(pid)
-	if err != nil {
-		// Recording no namespace would let a judge in the initial namespace
-		// read this pid as its own: refuse instead.
-		if errors.Is(err, fs.ErrPermission) && geteuid() == 0 {
-			// Root cannot read it: the process belongs to another user
-			// namespace (PID 1 of a container's host, seen from inside).
-			return claimstore.Owner{}, fmt.Errorf("cannot read the PID namespace of process %d (/proc/%d/ns/pid: %v), even as root: it belongs to another user namespace than claimctl's, so its pid cannot be judged from here; name a supervisor process of this namespace instead (your shell's $$, or the supervisor's own pid)", pid, pid, err)
-		}
-		return claimstore.Owner{}, fmt.Errorf("cannot read the PID namespace of process %d (/proc/%d/ns/pid): %w; run claimctl as the owner's user, or as root", pid, pid, err)
-	}
-	return claimstore.Owner{PID: pid, Start: start, Boot: boot, PIDNS: ns}, nil
+	return claimstore.Owner{}, fmt.Errorf("cannot read the PID namespace of process %d (/proc/%d/ns/pid): %w; run claimctl as the owner's user, or as root", pid, pid, ie.Err)
 }
 
 // revFlags are --seat-rev and --session-rev: the fence of advance and

@@ -113,7 +113,7 @@ func show(e *env, c *common, s *claimstore.Store, seat, session *claimstore.Key)
 	}
 	if heads[0] != nil && heads[1] != nil {
 		p := &claimstore.Pair{Seat: heads[0], Session: heads[1]}
-		out.Pair = explainPair(s, p, decom)
+		out.Pair = explainPair(e, s, p, decom)
 	}
 	if c.json {
 		writeJSON(e.stdout, out)
@@ -243,31 +243,36 @@ func judgeOwner(s *claimstore.Store, r *claimstore.Record) ownerJSON {
 	return j
 }
 
-// explainPair says why a pair is held and what to do next.
-func explainPair(s *claimstore.Store, p *claimstore.Pair, decom *decomCache) *pairJSON {
+// explainPair says why a pair is held and what to do next. Which row of
+// the decision table holds the pair is the library's to say
+// (Store.Explain); this words it.
+func explainPair(e *env, s *claimstore.Store, p *claimstore.Pair, decom *decomCache) *pairJSON {
 	j := &pairJSON{State: string(p.State()), Held: p.Held()}
 	if !p.Held() {
 		j.Why = "free: neither key is held"
 		return j
 	}
 	ref := s.Refusal(p)
-	var gap *claimstore.GapError
-	gapped := p.Seat.Held() && errors.As(p.Seat.Damage, &gap) || p.Session.Held() && errors.As(p.Session.Damage, &gap)
 	j.Refusal = refusalOut(ref)
 	j.ClaimID = ref.ClaimID
 	classify := classifyCommandFor(s, p.Seat.Key, p.Session.Key)
-	var held []*claimstore.Head
-	for _, h := range []*claimstore.Head{p.Seat, p.Session} {
-		if h.Held() {
-			held = append(held, h)
-		}
+	x, err := s.Explain(e.ctx, p)
+	if err != nil {
+		// show only reads: what stops the judgement is said, not exited on.
+		j.Why = "held: the pair cannot be judged: " + err.Error()
+		j.Next = "run `" + classify + "`: it ends with the same error, which says what to repair"
+		return j
 	}
-	switch {
-	case ref.Code == claimstore.ForeignHost:
+	res := x.Result
+	switch x.Row {
+	case "1a", "2":
 		j.Why = "held by another machine: " + ref.Reason
 		j.Next = "classify or release the claim on the machine that took it; nothing here can prove its writer over"
-		for _, h := range held {
-			if v := decom.view(h.Record); v != nil && h.Record != nil {
+		for _, h := range []*claimstore.Head{p.Seat, p.Session} {
+			if !h.Held() || h.Record == nil {
+				continue
+			}
+			if v := decom.view(h.Record); v != nil {
 				j.Why = "held by another machine: " + decommissionWords(v, h.Record.Host.MachineID)
 				if v.State == claimstore.DecommissionCovered {
 					j.Next = "run `" + classify + "`: it frees the claim on record " + v.Record
@@ -276,50 +281,66 @@ func explainPair(s *claimstore.Store, p *claimstore.Pair, decom *decomCache) *pa
 			}
 		}
 		return j
-	case gapped:
-		j.Why = "held: " + ref.Reason
-		j.Next = ref.Hint
-		return j
-	case p.Seat.Held() && p.Seat.Damage != nil || p.Session.Held() && p.Session.Damage != nil:
+	case "3":
+		var gap *claimstore.GapError
+		if p.Seat.Held() && errors.As(p.Seat.Damage, &gap) || p.Session.Held() && errors.As(p.Session.Damage, &gap) {
+			j.Why = "held: " + ref.Reason
+			j.Next = ref.Hint
+			return j
+		}
 		j.Why = "held: a head revision is damaged: " + ref.Reason
 		j.Next = "run `claimctl fsck` for the path and `claimctl log` for the history; the key stays held until an operator repairs it"
 		return j
-	case len(held) == 2 && held[0].Record.ClaimID != held[1].Record.ClaimID:
+	case "3a":
+		j.ClaimID = res.ClaimID
+		j.Why = fmt.Sprintf("held: claim %s's release was cut between the keys, and another claim then took the key it had freed", res.ClaimID)
+		j.Next = "run `" + classify + "`: it completes the release on the key the claim still holds"
+		return j
+	case "4":
 		j.Why = "held by two claims: " + ref.Reason
 		j.Next = "read both histories with `claimctl log`; nothing proves either writer over"
 		return j
 	}
-	// One claim. Its latest record is the seat's head when the seat's head
-	// is the claim's (every step publishes seat first).
-	id := held[0].Record.ClaimID
+	id, latest := res.ClaimID, res.Record
 	j.ClaimID = id
-	latest := held[0].Record
-	if p.Seat.Record != nil && p.Seat.Record.ClaimID == id {
-		latest = p.Seat.Record
-	}
-	o := judgeOwner(s, latest)
-	boot, _ := s.Host().BootID()
-	state := p.State()
-	switch {
-	case o.State == string(hostid.Live):
-		j.Why = fmt.Sprintf("held by claim %s: owner live (%s)", id, o.Reason)
-		j.Next = "wait for the owner to release it"
-	case o.State != string(hostid.Gone):
-		j.Why = fmt.Sprintf("held by claim %s: owner %s (%s); it cannot be proven gone", id, o.State, o.Reason)
-		j.Next = "find the owner process by hand; classify refuses while the owner cannot be judged"
-	case latest.Host.BootID != boot:
+	switch x.Row {
+	case "6":
+		if res.Owner == hostid.Live {
+			j.Why = fmt.Sprintf("held by claim %s: owner live (%s)", id, res.OwnerReason)
+			j.Next = "wait for the owner to release it"
+		} else {
+			j.Why = fmt.Sprintf("held by claim %s: owner %s (%s); it cannot be proven gone", id, res.Owner, res.OwnerReason)
+			j.Next = "find the owner process by hand; classify refuses while the owner cannot be judged"
+		}
+	case "6a":
+		j.Why = "held: " + res.Refusal.Reason
+		if seat, session, ok := claimstore.PairOf(latest); ok {
+			j.Next = "run `" + classifyCommandFor(s, seat, session) + "`"
+		}
+	case "7":
+		if res.Outcome != claimstore.OutcomeStopped {
+			// The boot cannot be judged, or no proof can be issued.
+			j.Why = "held: owner gone, but " + res.Refusal.Reason
+			j.Next = "read the claim's history with `claimctl log`; classify frees nothing on this evidence"
+			break
+		}
 		j.Why = fmt.Sprintf("held by claim %s: owner gone, its boot %s has ended", id, latest.Host.BootID)
 		j.Next = "run `" + classify + "`: it publishes a boot proof and frees the pair"
-	case (p.Seat.Record != nil && p.Seat.Record.ClaimID == id && !p.Seat.Held()) || (p.Session.Record != nil && p.Session.Record.ClaimID == id && !p.Session.Held()):
+	case "8":
 		j.Why = fmt.Sprintf("held by claim %s: a release was cut between the keys", id)
 		j.Next = "run `" + classify + "`: it completes the release"
-	case state == claimstore.Uncertain || state == claimstore.Stopping:
-		j.Why = fmt.Sprintf("held by claim %s in state %s: owner gone, writer may run", id, state)
-		j.Next = "make sure the claim's writer (" + writerOf(latest) + ") is stopped, then release it with a proof (`claimctl release --proof cohortProof:REF`)"
-		if pg := lifecycle.ProcessGroupOf(latest); pg > 0 {
-			j.Next = fmt.Sprintf("run `claimctl run --adopt --no-unit` with the keys: it waits for process group %d to be gone and releases the claim; or %s", pg, j.Next)
-		}
+	case "9":
+		j.Why = fmt.Sprintf("held by claim %s: reserved, nothing spawned, and its unit is absent", id)
+		j.Next = "run `" + classify + "`: it frees the pair with a no-unit proof"
 	default:
+		if state := p.State(); state == claimstore.Uncertain || state == claimstore.Stopping {
+			j.Why = fmt.Sprintf("held by claim %s in state %s: owner gone, writer may run", id, state)
+			j.Next = "make sure the claim's writer (" + writerOf(latest) + ") is stopped, then release it with a proof (`claimctl release --proof cohortProof:REF`)"
+			if pg := lifecycle.ProcessGroupOf(latest); pg > 0 {
+				j.Next = fmt.Sprintf("run `claimctl run --adopt --no-unit` with the keys: it waits for process group %d to be gone and releases the claim; or %s", pg, j.Next)
+			}
+			break
+		}
 		j.Why = "held: owner gone, writer may run"
 		j.Next = "run `" + classify + "`"
 	}

@@ -8,7 +8,7 @@
 // github.com/prometheus/common/expfmt and client_model, which would bring
 // protobuf descriptors and their package initialisation into claimctl, a
 // program whose start-up is paid by every supervisor's every claim (see
-// ARCHITECTURE.md, "Two programs"), for about a hundred lines of escaping
+// docs/BENCHMARKS.md, "Two programs"), for about a hundred lines of escaping
 // and formatting. What the format asks is enforced here rather than hoped
 // for: Write refuses a metric or label name that is not one, a counter
 // whose name does not end in _total and any other family whose name does,
