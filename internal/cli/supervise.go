@@ -81,7 +81,7 @@ instead (usage errors still exit 2), so that a script can tell them apart.`,
 		uf.register(fs)
 		claimID := fs.String("claim-id", "", "the new claim's `id` (default: a fresh random one)")
 		sets := setFlags{}
-		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable)")
+		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable; the whole record at most 1048576 bytes)")
 		noUnit := fs.Bool("no-unit", false, "run CMD as a direct child in its own process group, without a service manager")
 		killAfter := fs.Duration("kill-after", lifecycle.DefaultKillAfter, "after a stop request, kill what is left of the writer with SIGKILL once `D` has passed")
 		conflict := fs.Int("conflict-exit-code", 0, "exit `N` (1-255), instead of run's own code, whenever the outcome is run's and not CMD's (a refusal, a timeout, an error, a claim left held)")
