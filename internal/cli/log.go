@@ -44,7 +44,7 @@ filters read every record of the key.
 
 --follow prints the history as above, then each new revision as it is linked,
 until interrupted: SIGINT, SIGTERM, SIGHUP or SIGQUIT ends it with exit 0 (following ends only
-when asked to). It waits on inotify (a directory root) or etcd's watch (an
+when asked to), in every phase, while an etcd root is still being dialled too. It waits on inotify (a directory root) or etcd's watch (an
 etcd root), not by polling, and follows a key whose directory (or root) does
 not exist yet. With --json it writes the log
 document on one line, then one revision document per line (NDJSON).
@@ -94,17 +94,36 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 			if !*follow {
 				e.rootMissing("log", rc)
 			}
+			// A follower ends on a signal in every phase, opening the root
+			// too (an etcd root's dial may take --dial-timeout): not killed
+			// silently before its first watch is armed.
+			ctx, stop := context.WithCancel(context.Background())
+			if *follow {
+				ctx, stop = signal.NotifyContext(ctx, stopSignals...)
+			}
+			defer stop()
+			base := e.ctx
+			e.ctx = ctx
 			s, err := e.openStore(rc, false)
+			e.ctx = base
 			if err != nil {
+				if ctx.Err() != nil {
+					// Asked to end: exit 0 as a follow ends, saying what
+					// was not done.
+					fmt.Fprintf(e.stderr, "claimctl log: interrupted while opening the claim root %s; nothing was followed\n", escText(rc.Path))
+					return nil
+				}
 				return err
 			}
 			lf := &logFollower{e: e, c: c, s: s, k: k, full: *full}
 			if *follow {
 				// Watch before reading the history: a revision linked in
 				// between is then seen by the watch, not lost.
-				ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
-				defer stop()
 				w, err := keyWaiter(ctx, s, rc, k)
+				if err != nil && ctx.Err() != nil {
+					fmt.Fprintf(e.stderr, "claimctl log: interrupted while arming the watch of %s; nothing was followed\n", escText(s.KeyDir(k)))
+					return nil
+				}
 				if err != nil {
 					return fmt.Errorf("--follow: cannot watch %s: %w", s.KeyDir(k), err)
 				}
