@@ -150,7 +150,7 @@ func (e *env) resolveRoot(flagRoot string, flagSet bool) (rootChoice, error) {
 			// supervisor runs in, and two acquires from two directories would
 			// both win the same pair. --root, given with each command, is
 			// resolved against the working directory and printed.
-			return rootChoice{}, usagef("%s=%q is a relative path: it would name a different claim root from every working directory, and two supervisors started in two directories would both win the same pair; set it to an absolute path (e.g. %s=\"$PWD/%s\"), or pass --root", envRoot, v, envRoot, v)
+			return rootChoice{}, usagef("%s=%s is a relative path: it would name a different claim root from every working directory, and two supervisors started in two directories would both win the same pair; set it to an absolute path (e.g. %s=\"$PWD/…\"), or pass --root", envRoot, quotePrefix(v), envRoot)
 		}
 		if isEtcdRoot(v) {
 			return rootChoice{Path: v, Source: envRoot, Etcd: true}, nil

@@ -81,7 +81,7 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 			case c.set["n"] && *limit < 0:
 				return usagef("-n %d: want a count of revisions, 0 or more", *limit)
 			case !lo.IsZero() && !hi.IsZero() && hi.Before(lo):
-				return usagef("--until %s is before --since %s: no revision can match", *until, *since)
+				return usagef("--until %s is before --since %s: no revision can match", quotePrefix(*until), quotePrefix(*since))
 			case *follow && *reverse:
 				return usagef("--follow prints revisions as they come, oldest first: it cannot be combined with --reverse")
 			case *follow && c.set["until"]:
@@ -180,7 +180,7 @@ func parseWhen(name, v string, now time.Time) (time.Time, error) {
 		}
 	}
 	if err != nil || d < 0 {
-		return time.Time{}, usagef("--%s %q: want an RFC 3339 time (2026-11-30T10:53:54Z), a date (2026-11-30) or a duration before now (90s, 15m, 2h, 3d)", name, v)
+		return time.Time{}, usagef("--%s %s: want an RFC 3339 time (2026-11-30T10:53:54Z), a date (2026-11-30) or a duration before now (90s, 15m, 2h, 3d)", name, quotePrefix(v))
 	}
 	return now.Add(-d), nil
 }

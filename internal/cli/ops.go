@@ -70,7 +70,7 @@ published.`,
 			}
 			if c.set["unit"] {
 				if err := unitprobe.ValidateName(systemdName(*unit)); err != nil {
-					return usagef("--unit %q: %v", *unit, err)
+					return usagef("--unit %s: %v", quotePrefix(*unit), err)
 				}
 			}
 			if c.set["incarnation"] {
@@ -138,7 +138,7 @@ func ownerPIDFlag(c *common, v string) (int, error) {
 	}
 	pid, err := strconv.Atoi(v)
 	if err != nil || pid <= 0 {
-		return 0, usagef("--owner-pid %q is not a process id (a positive number) or parent", v)
+		return 0, usagef("--owner-pid %s is not a process id (a positive number) or parent", quotePrefix(v))
 	}
 	return pid, nil
 }
@@ -268,7 +268,7 @@ nothing is published.`,
 				st := claimstore.State(*state)
 				switch {
 				case !st.Valid():
-					return usagef("--state %q: want reserved, active, stopping or uncertain", *state)
+					return usagef("--state %s: want reserved, active, stopping or uncertain", quotePrefix(*state))
 				case st == claimstore.Stopped:
 					return usagef("--state stopped: use `claimctl release --proof KIND[:REF]`, which records why the writer is over")
 				}

@@ -148,7 +148,7 @@ func runBody(e *env, c *common, argv []string, kf *keyFlags, uf *unitFlags, o ru
 	}
 	switch {
 	case o.adopt && len(argv) > 0:
-		return usagef("--adopt runs no command: it takes over the recorded run; drop %q", strings.Join(argv, " "))
+		return usagef("--adopt runs no command: it takes over the recorded run; drop %s", quotePrefix(strings.Join(argv, " ")))
 	case o.adopt && (o.wait || c.set["claim-id"] || len(o.sets) > 0):
 		return usagef("--adopt takes the pair, the manager's flags (--units, --bus, or --no-unit) and --kill-after only")
 	case !o.adopt && len(argv) == 0:
