@@ -100,6 +100,7 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 			ctx, stop := context.WithCancel(context.Background())
 			if *follow {
 				ctx, stop = signal.NotifyContext(ctx, stopSignals...)
+				e.signalsArmed()
 			}
 			defer stop()
 			base := e.ctx

@@ -203,6 +203,7 @@ func params(dir string) testscript.Params {
 			e.Setenv(envTestMachineID, "")
 			e.Setenv(envTestMachineIDFile, "")
 			e.Setenv(envTestFail, "")
+			e.Setenv(envTestSignalsArmed, "")
 			e.Setenv("ROOT", e.WorkDir+"/root")
 			return nil
 		},

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,12 +47,17 @@ func runBounded(t *testing.T, env map[string]string, args ...string) (exitCode, 
 
 // followBounded runs claimctl log --follow as a real process (this test
 // binary under the name claimctl, which testscript.Main puts on $PATH) and
-// reports whether it ended by itself within a second; if it did not (it is
-// following), it is sent SIGTERM, which must end it promptly with exit 0.
+// reports whether it ended by itself or followed: once it catches its stop
+// signals (the envTestSignalsArmed hook) and has printed the history, it
+// is following, and SIGTERM must then end it promptly with exit 0. No
+// guessed sleep: a slow start (a -race build on a loaded machine) is not
+// taken for a follow, nor signalled before it catches the signal.
 func followBounded(t *testing.T, args ...string) (code int, followed bool, stdout, stderr string) {
 	t.Helper()
-	var out, errb bytes.Buffer
+	armed := filepath.Join(t.TempDir(), "armed")
+	var out, errb lockedBuffer
 	cmd := exec.Command("claimctl", args...)
+	cmd.Env = append(os.Environ(), envTestSignalsArmed+"="+armed)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -59,9 +65,21 @@ func followBounded(t *testing.T, args ...string) (code int, followed bool, stdou
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var err error
-	select {
-	case err = <-done:
-	case <-time.After(time.Second):
+	deadline := time.After(20 * time.Second)
+wait:
+	for {
+		select {
+		case err = <-done:
+			break wait
+		case <-deadline:
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("claimctl %s neither ended nor printed its history within 20s", strings.Join(args, " "))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if _, serr := os.Stat(armed); serr != nil || out.Len() == 0 {
+			continue
+		}
 		followed = true
 		if kerr := cmd.Process.Signal(syscall.SIGTERM); kerr != nil {
 			t.Fatal(kerr)
@@ -73,6 +91,7 @@ func followBounded(t *testing.T, args ...string) (code int, followed bool, stdou
 			<-done
 			t.Fatalf("claimctl %s did not end within 20s of SIGTERM", strings.Join(args, " "))
 		}
+		break
 	}
 	var xe *exec.ExitError
 	switch {
@@ -82,6 +101,30 @@ func followBounded(t *testing.T, args ...string) (code int, followed bool, stdou
 		t.Fatal(err)
 	}
 	return code, followed, out.String(), errb.String()
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Nothing planted where the store looks — a FIFO, a plain file, a socket or

@@ -433,6 +433,7 @@ honoured from the start, while an etcd root is still being dialled too.`,
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, stopSignals...)
 			defer signal.Stop(sigs)
+			e.signalsArmed()
 			var deadline time.Time
 			if *timeout > 0 {
 				deadline = start.Add(*timeout)
