@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/claimstore/claimstore/hostid"
+	"github.com/claimstore/claimstore/internal/quote"
 )
 
 // A machine that will never run again holds its claims forever: every other
@@ -262,7 +263,7 @@ func checkReason(reason string) error {
 
 func checkMachine(machine string) error {
 	if !hostid.ValidMachineID(machine) {
-		return fmt.Errorf("%w: machine id %q is not 32 lowercase hex digits (the machine's /etc/machine-id; claimctl show and list print it)", ErrBadDecommission, machine)
+		return fmt.Errorf("%w: machine id %s is not 32 lowercase hex digits (the machine's /etc/machine-id; claimctl show and list print it)", ErrBadDecommission, quote.Prefix(machine))
 	}
 	return nil
 }

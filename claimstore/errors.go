@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/internal/quote"
 )
 
 // Sentinel errors. Each is returned wrapped, with the path or key involved;
@@ -118,13 +119,15 @@ type DamageError = storage.DamageError
 
 // KeyError reports a malformed key value. Nothing is touched on disk.
 type KeyError struct {
-	Field  string // seat, project, workspace, session or kind
+	Field string // seat, project, workspace, session or kind
+	// Value is the value as given, whole; a message quotes at most a
+	// bounded prefix of it (quote.Prefix), however long it is.
 	Value  string
 	Reason string
 }
 
 func (e *KeyError) Error() string {
-	return fmt.Sprintf("invalid key: %s %q %s", e.Field, e.Value, e.Reason)
+	return fmt.Sprintf("invalid key: %s %s %s", e.Field, quote.Prefix(e.Value), e.Reason)
 }
 
 // Code is the code of a refusal. The vocabulary is closed: these three are

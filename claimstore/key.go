@@ -90,7 +90,7 @@ func validValue(field, v string) error {
 	case v == "":
 		return &KeyError{Field: field, Value: v, Reason: "must not be empty"}
 	case len(v) > MaxKeyValueLen:
-		return &KeyError{Field: field, Value: strings.ToValidUTF8(v[:64], "") + "…", Reason: fmt.Sprintf("is %d bytes; the limit is %d", len(v), MaxKeyValueLen)}
+		return &KeyError{Field: field, Value: v, Reason: fmt.Sprintf("is more than the %d bytes a key value may have", MaxKeyValueLen)}
 	case !utf8.ValidString(v):
 		return &KeyError{Field: field, Value: v, Reason: "is not valid UTF-8"}
 	case strings.IndexByte(v, 0) >= 0:

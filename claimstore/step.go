@@ -208,7 +208,14 @@ func sizeOK(k Key, n uint64, size int) error {
 	if size <= MaxFileSize {
 		return nil
 	}
-	return fmt.Errorf("%w: revision %d of %s would be %d bytes, more than the %d bytes a revision may hold (every reader refuses a larger one as damaged); nothing was published: record less (the members given are the likely cause)", ErrRecordTooLarge, n, k, size, MaxFileSize)
+	return tooLarge(fmt.Sprintf("revision %d of %s would be %d bytes, which is", n, k, size))
+}
+
+// tooLarge is the ErrRecordTooLarge error for what (the start of a
+// sentence ending in a verb: which record, how many bytes), with the bound
+// and what to do.
+func tooLarge(what string) error {
+	return fmt.Errorf("%w: %s more than the %d bytes a revision may hold (every reader refuses a larger one as damaged); nothing was published: record less (the members given are the likely cause)", ErrRecordTooLarge, what, MaxFileSize)
 }
 
 // checkSize refuses, before anything is read or published, a record that
@@ -224,8 +231,11 @@ func (s *Store) checkSize(rec *Record, keys ...Key) error {
 		if err != nil {
 			return err
 		}
-		if err := sizeOK(k, MaxRevision, len(data)); err != nil {
-			return err
+		if len(data) > MaxFileSize {
+			// Measured at MaxRevision, which is not the number the step
+			// would publish: the message says so rather than name a
+			// revision that does not exist.
+			return tooLarge(fmt.Sprintf("a record of %d bytes for %s (at its widest revision number) is", len(data), k))
 		}
 	}
 	return nil

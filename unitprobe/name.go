@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/claimstore/claimstore/internal/quote"
 )
 
 // MaxNameLen is the longest unit name systemd accepts (UNIT_NAME_MAX - 1).
@@ -28,7 +30,7 @@ var ErrInvalidName = errors.New("invalid unit name")
 // The error wraps ErrInvalidName.
 func ValidateName(name string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("%w %q: %s", ErrInvalidName, name, why)
+		return fmt.Errorf("%w %s: %s", ErrInvalidName, quote.Prefix(name), why)
 	}
 	if name == "" {
 		return bad("empty")

@@ -211,7 +211,17 @@ func (OSFS) ReadDir(name string) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
-func (OSFS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, perm) }
+// Mkdir is os.Mkdir, its failure explained where the errno alone does not
+// say what to do: the directory that refused is name's parent (an
+// immutable kind directory fails every new key's mkdir with EPERM).
+func (OSFS) Mkdir(name string, perm fs.FileMode) error {
+	err := os.Mkdir(name, perm)
+	var pe *fs.PathError
+	if err != nil && !errors.Is(err, fs.ErrExist) && errors.As(err, &pe) {
+		pe.Err = explainCreate(filepath.Dir(name), pe.Err)
+	}
+	return err
+}
 
 func (OSFS) Remove(name string) error { return os.Remove(name) }
 

@@ -33,9 +33,9 @@ func CreateUnnamed(dir string, perm fs.FileMode) (TempFile, error) {
 func explainCreate(dir string, err error) error {
 	switch {
 	case errors.Is(err, unix.EPERM):
-		return fmt.Errorf("%w: the directory does not let files be created in it: it is immutable or append-only (chattr +i or +a: see lsattr -d %s), or a security module forbids it; nothing was written; an operator who knows why can lift it (chattr -i %s)", err, dir, dir)
+		return fmt.Errorf("%w: the directory %s does not let anything be created in it: it is immutable or append-only (chattr +i or +a: see lsattr -d %s), or a security module forbids it; nothing was written; an operator who knows why can lift it (chattr -i %s)", err, dir, dir, dir)
 	case errors.Is(err, unix.EACCES):
-		return fmt.Errorf("%w: this user (uid %d) may not write into the directory; nothing was written; run claimctl as the root's owner", err, os.Geteuid())
+		return fmt.Errorf("%w: this user (uid %d) may not write into the directory %s; nothing was written; run claimctl as the root's owner", err, os.Geteuid(), dir)
 	case errors.Is(err, unix.EROFS):
 		return fmt.Errorf("%w: the filesystem is mounted read-only; nothing was written; remount it read-write, or use a root elsewhere", err)
 	}

@@ -44,7 +44,7 @@ claimctl parses with, so it cannot offer a flag claimctl does not take.
 				gen = fishCompletion
 			}
 			if gen == nil {
-				return usagef("shell %q: want bash, zsh or fish", fs.Arg(0))
+				return usagef("shell %s: want bash, zsh or fish", quotePrefix(fs.Arg(0)))
 			}
 			gen(e.stdout)
 			return nil

@@ -33,7 +33,23 @@ const (
 	// published, the session revision prepared but not linked). A failure
 	// while preparing the session revision publishes neither.
 	envTestFail = "CLAIMCTL_TEST_FAIL"
+	// A file that wait and log --follow create once their stop signals are
+	// caught: a test sends a signal after it exists, not after a guessed
+	// sleep (a signal before it would kill the process by default, which is
+	// the start-up's window, not the behaviour under test).
+	envTestSignalsArmed = "CLAIMCTL_TEST_SIGNALS_ARMED"
 )
+
+// signalsArmed tells a test (envTestSignalsArmed) that the command's stop
+// signals are caught from now on.
+func (e *env) signalsArmed() {
+	if !testHooks {
+		return
+	}
+	if f := e.getenv(envTestSignalsArmed); f != "" {
+		os.WriteFile(f, []byte("armed\n"), 0o600)
+	}
+}
 
 // testHooks is set by the test binary's entry point only. When it is set,
 // CLAIMCTL_TEST_BOOT_ID and CLAIMCTL_TEST_MACHINE_ID present another boot or
@@ -150,7 +166,7 @@ func (e *env) resolveRoot(flagRoot string, flagSet bool) (rootChoice, error) {
 			// supervisor runs in, and two acquires from two directories would
 			// both win the same pair. --root, given with each command, is
 			// resolved against the working directory and printed.
-			return rootChoice{}, usagef("%s=%q is a relative path: it would name a different claim root from every working directory, and two supervisors started in two directories would both win the same pair; set it to an absolute path (e.g. %s=\"$PWD/%s\"), or pass --root", envRoot, v, envRoot, v)
+			return rootChoice{}, usagef("%s=%s is a relative path: it would name a different claim root from every working directory, and two supervisors started in two directories would both win the same pair; set it to an absolute path (e.g. %s=\"$PWD/…\"), or pass --root", envRoot, quotePrefix(v), envRoot)
 		}
 		if isEtcdRoot(v) {
 			return rootChoice{Path: v, Source: envRoot, Etcd: true}, nil

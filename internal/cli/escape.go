@@ -118,11 +118,11 @@ const maxProofRef = 256
 func checkProofRef(flagValue, ref string) error {
 	switch {
 	case len(ref) > maxProofRef:
-		return usagef("--proof %.40q…: REF is %d bytes; at most %d", flagValue, len(ref), maxProofRef)
+		return usagef("--proof %s: REF is %d bytes; at most %d", quotePrefix(flagValue), len(ref), maxProofRef)
 	case !utf8.ValidString(ref):
-		return usagef("--proof %q: REF is not valid UTF-8", flagValue)
+		return usagef("--proof %s: REF is not valid UTF-8", quotePrefix(flagValue))
 	case !printable(ref):
-		return usagef("--proof %q: REF must be printable text (no control characters, newlines or format characters)", flagValue)
+		return usagef("--proof %s: REF must be printable text (no control characters, newlines or format characters)", quotePrefix(flagValue))
 	}
 	return nil
 }

@@ -47,9 +47,19 @@ func registerConnFlags(fs *flag.FlagSet, c *connFlags) {
 // root URL rather than a directory.
 func isEtcdRoot(v string) bool { return rooturl.Is(v) }
 
+// maxRootLen bounds a --root or CLAIMSTORE_ROOT value: PATH_MAX, counting
+// its NUL, is 4096 on Linux.
+const maxRootLen = 4095
+
 // checkRootURL refuses a root that looks like a URL of a scheme claimctl
 // does not know: taken as a directory, it would be a relative path.
 func checkRootURL(v, source string) error {
+	if len(v) > maxRootLen {
+		// Longer than any path the kernel takes (PATH_MAX) or any root
+		// URL needs: refused here, before every message and system call
+		// that would echo it whole.
+		return usagef("%s %s is longer than the %d bytes a claim root may have (a path the kernel takes); give the root's path or etcd:// URL", source, quotePrefix(v), maxRootLen)
+	}
 	if isEtcdRoot(v) {
 		if _, _, err := rooturl.Parse(v); err != nil {
 			return usagef("%s: %v", source, err)
@@ -57,7 +67,7 @@ func checkRootURL(v, source string) error {
 		return nil
 	}
 	if i := strings.Index(v, "://"); i > 0 && !strings.Contains(v[:i], "/") {
-		return usagef("%s %q: unknown root scheme %q; a claim root is a directory or etcd://host:2379[,host:2379...]/prefix", source, v, v[:i])
+		return usagef("%s %s: unknown root scheme %s; a claim root is a directory or etcd://host:2379[,host:2379...]/prefix", source, quotePrefix(v), quotePrefix(v[:i]))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/claimstore/claimstore/claimstore"
+	"github.com/claimstore/claimstore/internal/quote"
 )
 
 // keyFlags are --seat, --project, --workspace and --session.
@@ -30,7 +31,7 @@ func (k *keyFlags) register(fs *flag.FlagSet) {
 func keyErr(err error) error {
 	var ke *claimstore.KeyError
 	if errors.As(err, &ke) {
-		return usagef("--%s %q: %s", ke.Field, ke.Value, ke.Reason)
+		return usagef("--%s %s: %s", ke.Field, quotePrefix(ke.Value), ke.Reason)
 	}
 	return usageErr{err.Error()}
 }
@@ -93,7 +94,7 @@ func (k *keyFlags) oneKey(c *common) (claimstore.Key, error) {
 // claimIDFlag validates a --claim value.
 func claimIDFlag(flagName, id string) error {
 	if !claimstore.ValidClaimID(id) {
-		return usagef("--%s %q is not a claim id (\"c\" and 24 lowercase hex digits, as acquire prints)", flagName, id)
+		return usagef("--%s %s is not a claim id (\"c\" and 24 lowercase hex digits, as acquire prints)", flagName, quotePrefix(id))
 	}
 	return nil
 }
@@ -181,19 +182,10 @@ func jsonDepth(val string) int {
 	return deepest
 }
 
-// quotePrefix quotes v for a message, at most its first 40 bytes (cut on a
-// rune boundary) and its length when it is longer.
-func quotePrefix(v string) string {
-	const max = 40
-	if len(v) <= max {
-		return strconv.Quote(v)
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:cut]), len(v))
-}
+// quotePrefix quotes a value the user gave for a message: quote.Prefix, the
+// one bounded quoting every message of claimctl and its library uses (at
+// most a short prefix of the value, and its length).
+func quotePrefix(v string) string { return quote.Prefix(v) }
 
 // exactJSON refuses a JSON value that a record cannot carry exactly: the
 // reference reads records with JSON.parse, whose numbers are IEEE doubles,
@@ -248,11 +240,11 @@ func parseProof(v string) (*claimstore.Proof, error) {
 	switch claimstore.ProofKind(kind) {
 	case claimstore.ProofCohort, claimstore.ProofBoot, claimstore.ProofNoUnit:
 	default:
-		return nil, usagef("--proof %q: the kind must be cohortProof, boot or no-unit (KIND or KIND:REF)", v)
+		return nil, usagef("--proof %s: the kind must be cohortProof, boot or no-unit (KIND or KIND:REF)", quotePrefix(v))
 	}
 	switch {
 	case strings.Contains(v, ":") && ref == "" && kind == string(claimstore.ProofNoUnit):
-		return nil, usagef("--proof %q: REF after ':' is empty; omit the ':' for a proof without a reference", v)
+		return nil, usagef("--proof %s: REF after ':' is empty; omit the ':' for a proof without a reference", quotePrefix(v))
 	case ref == "" && kind != string(claimstore.ProofNoUnit):
 		// A cohort proof names the supervisor's evidence and a boot proof
 		// names its file: without the reference nothing can be checked.
@@ -260,7 +252,7 @@ func parseProof(v string) (*claimstore.Proof, error) {
 		if kind == string(claimstore.ProofBoot) {
 			what = "the boot proof id (boot-<24 hex>, as classify printed it)"
 		}
-		return nil, usagef("--proof %q: a %s proof needs its REF, %s: --proof %s:REF", v, kind, what, kind)
+		return nil, usagef("--proof %s: a %s proof needs its REF, %s: --proof %s:REF", quotePrefix(v), kind, what, kind)
 	}
 	if err := checkProofRef(v, ref); err != nil {
 		return nil, err

@@ -117,7 +117,7 @@ var helpCmd = &command{
 				t(e.stdout)
 				return nil
 			}
-			return usagef("no command or help topic %q; run 'claimctl help' for the list", name)
+			return usagef("no command or help topic %s; run 'claimctl help' for the list", quotePrefix(name))
 		}
 	},
 }

@@ -36,7 +36,7 @@ cannot be read.`,
 			if c.set["state"] {
 				st := claimstore.State(*state)
 				if !st.Valid() {
-					return usagef("--state %q: want uncertain, stopping, active, reserved or stopped", *state)
+					return usagef("--state %s: want uncertain, stopping, active, reserved or stopped", quotePrefix(*state))
 				}
 				if st == claimstore.Stopped && !*all {
 					return usagef("--state stopped lists free keys: add --all")

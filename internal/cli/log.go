@@ -44,7 +44,7 @@ filters read every record of the key.
 
 --follow prints the history as above, then each new revision as it is linked,
 until interrupted: SIGINT, SIGTERM, SIGHUP or SIGQUIT ends it with exit 0 (following ends only
-when asked to). It waits on inotify (a directory root) or etcd's watch (an
+when asked to), in every phase, while an etcd root is still being dialled too. It waits on inotify (a directory root) or etcd's watch (an
 etcd root), not by polling, and follows a key whose directory (or root) does
 not exist yet. With --json it writes the log
 document on one line, then one revision document per line (NDJSON).
@@ -81,7 +81,7 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 			case c.set["n"] && *limit < 0:
 				return usagef("-n %d: want a count of revisions, 0 or more", *limit)
 			case !lo.IsZero() && !hi.IsZero() && hi.Before(lo):
-				return usagef("--until %s is before --since %s: no revision can match", *until, *since)
+				return usagef("--until %s is before --since %s: no revision can match", quotePrefix(*until), quotePrefix(*since))
 			case *follow && *reverse:
 				return usagef("--follow prints revisions as they come, oldest first: it cannot be combined with --reverse")
 			case *follow && c.set["until"]:
@@ -94,17 +94,37 @@ log only reads. Exit 0, or 1 when the key's history cannot be read.`,
 			if !*follow {
 				e.rootMissing("log", rc)
 			}
+			// A follower ends on a signal in every phase, opening the root
+			// too (an etcd root's dial may take --dial-timeout): not killed
+			// silently before its first watch is armed.
+			ctx, stop := context.WithCancel(context.Background())
+			if *follow {
+				ctx, stop = signal.NotifyContext(ctx, stopSignals...)
+				e.signalsArmed()
+			}
+			defer stop()
+			base := e.ctx
+			e.ctx = ctx
 			s, err := e.openStore(rc, false)
+			e.ctx = base
 			if err != nil {
+				if ctx.Err() != nil {
+					// Asked to end: exit 0 as a follow ends, saying what
+					// was not done.
+					fmt.Fprintf(e.stderr, "claimctl log: interrupted while opening the claim root %s; nothing was followed\n", escText(rc.Path))
+					return nil
+				}
 				return err
 			}
 			lf := &logFollower{e: e, c: c, s: s, k: k, full: *full}
 			if *follow {
 				// Watch before reading the history: a revision linked in
 				// between is then seen by the watch, not lost.
-				ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
-				defer stop()
 				w, err := keyWaiter(ctx, s, rc, k)
+				if err != nil && ctx.Err() != nil {
+					fmt.Fprintf(e.stderr, "claimctl log: interrupted while arming the watch of %s; nothing was followed\n", escText(s.KeyDir(k)))
+					return nil
+				}
 				if err != nil {
 					return fmt.Errorf("--follow: cannot watch %s: %w", s.KeyDir(k), err)
 				}
@@ -161,7 +181,7 @@ func parseWhen(name, v string, now time.Time) (time.Time, error) {
 		}
 	}
 	if err != nil || d < 0 {
-		return time.Time{}, usagef("--%s %q: want an RFC 3339 time (2026-11-30T10:53:54Z), a date (2026-11-30) or a duration before now (90s, 15m, 2h, 3d)", name, v)
+		return time.Time{}, usagef("--%s %s: want an RFC 3339 time (2026-11-30T10:53:54Z), a date (2026-11-30) or a duration before now (90s, 15m, 2h, 3d)", name, quotePrefix(v))
 	}
 	return now.Add(-d), nil
 }

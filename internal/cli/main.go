@@ -155,7 +155,7 @@ func parseGlobal(args []string) (globalFlags, []string, error) {
 		case name == "h" || name == "help" || name == "version":
 			return g, args, nil
 		case !globalFlagNames[name]:
-			return nil, nil, fmt.Errorf("flag %s before the command is not a global flag (only --root, --json and the etcd connection flags are); put it after the command", a)
+			return nil, nil, fmt.Errorf("flag %s before the command is not a global flag (only --root, --json and the etcd connection flags are); put it after the command", quotePrefix(a))
 		case seen[name]:
 			return nil, nil, fmt.Errorf("--%s is given twice before the command", name)
 		case name == "json" && !hasValue:
@@ -223,7 +223,7 @@ func run1(e *env, args []string) exitCode {
 	}
 	cmd := lookupCommand(name)
 	if cmd == nil {
-		fmt.Fprintf(stderr, "claimctl: unknown command %q\nRun 'claimctl help' for the list of commands.\n", name)
+		fmt.Fprintf(stderr, "claimctl: unknown command %s\nRun 'claimctl help' for the list of commands.\n", quotePrefix(name))
 		return exitUsage
 	}
 	e.cmdName = cmd.name
@@ -251,14 +251,14 @@ func run1(e *env, args []string) exitCode {
 			return report(e, c, usagef("--%s: %s takes no such flag", g.name, cmd.name))
 		}
 		if err := fs.Set(g.name, g.value); err != nil {
-			return report(e, c, usagef("--%s %q: %v", g.name, g.value, err))
+			return report(e, c, usageErr{flagValueMsg(fs.Lookup(g.name), g.value, err.Error())})
 		}
 		c.set[g.name] = true
 	}
 	c.rootSet = c.set["root"]
 	e.conn = c.conn
 	if fs.NArg() > 0 && !cmd.positional {
-		return report(e, c, usagef("unexpected argument %q: every value is given by a flag", fs.Arg(0)))
+		return report(e, c, usagef("unexpected argument %s: every value is given by a flag", quotePrefix(fs.Arg(0))))
 	}
 	return report(e, c, runf(e))
 }
@@ -303,17 +303,23 @@ func badFlagValue(fs *flag.FlagSet, err error) string {
 	if uerr != nil {
 		value = quoted
 	}
+	return flagValueMsg(f, value, reason)
+}
+
+// flagValueMsg says what is wrong with value as f's value, and what f
+// takes, quoting a bounded prefix of the value.
+func flagValueMsg(f *flag.Flag, value, reason string) string {
 	if g, ok := f.Value.(flag.Getter); ok {
 		switch g.Get().(type) {
 		case time.Duration:
-			return fmt.Sprintf("--%s %s: not a duration: give a number with a unit, such as 5s, 2m or 1h30m (units: ms, s, m, h)", f.Name, quotePrefix(value))
+			return fmt.Sprintf("%s %s: not a duration: give a number with a unit, such as 5s, 2m or 1h30m (units: ms, s, m, h)", flagDash(f.Name), quotePrefix(value))
 		case uint64, uint, int, int64:
-			return fmt.Sprintf("--%s %s: not a whole number", f.Name, quotePrefix(value))
+			return fmt.Sprintf("%s %s: not a whole number", flagDash(f.Name), quotePrefix(value))
 		case bool:
-			return fmt.Sprintf("--%s %s: want true or false (or the flag alone for true)", f.Name, quotePrefix(value))
+			return fmt.Sprintf("%s %s: want true or false (or the flag alone for true)", flagDash(f.Name), quotePrefix(value))
 		}
 	}
-	return fmt.Sprintf("--%s %s: %s", f.Name, quotePrefix(value), reason)
+	return fmt.Sprintf("%s %s: %s", flagDash(f.Name), quotePrefix(value), reason)
 }
 
 // twiceFlag returns, for arguments the flag set will parse, the first
@@ -350,7 +356,7 @@ func twiceFlag(fs *flag.FlagSet, args []string) error {
 			continue
 		}
 		if first, dup := seen[name]; dup {
-			return usagef("--%s is given twice (%q, then %q): give it once", name, first, value)
+			return usagef("%s is given twice (%s, then %s): give it once", flagDash(name), quotePrefix(first), quotePrefix(value))
 		}
 		seen[name] = value
 	}

@@ -67,6 +67,16 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 			ts.Fatalf("%s exited %d, want %d", args[1], got, want)
 		}
 	},
+	// repeat VAR N TEXT: set VAR to TEXT repeated N times, for values too
+	// large to write out in a script (an oversize --set).
+	"repeat": func(ts *testscript.TestScript, neg bool, args []string) {
+		if neg || len(args) != 3 {
+			ts.Fatalf("usage: repeat VAR N TEXT")
+		}
+		n, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		ts.Setenv(args[0], strings.Repeat(args[2], n))
+	},
 	// bgpid VAR: set VAR to the pid of the latest background command.
 	"bgpid": func(ts *testscript.TestScript, neg bool, args []string) {
 		cmds := ts.BackgroundCmds()
@@ -193,6 +203,7 @@ func params(dir string) testscript.Params {
 			e.Setenv(envTestMachineID, "")
 			e.Setenv(envTestMachineIDFile, "")
 			e.Setenv(envTestFail, "")
+			e.Setenv(envTestSignalsArmed, "")
 			e.Setenv("ROOT", e.WorkDir+"/root")
 			return nil
 		},

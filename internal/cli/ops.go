@@ -43,7 +43,12 @@ them to advance and release as --claim, --seat-rev and --session-rev.
 carries is refused (exit 1): a claim id names one claim on one pair. The check
 reads every key's head (only an explicit id pays for it), compares heads only,
 and is not atomic against another acquire naming the same id; each record
-names its own pair, which classify --all pairs by.`,
+names its own pair, which classify --all pairs by.
+
+A record is at most 1048576 bytes (1 MiB), the bound every reader applies,
+measured at its widest revision number: one larger (members given with --set)
+is a usage error (exit 2) that names its size and the bound, and nothing is
+published.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		var kf keyFlags
 		kf.register(fs)
@@ -52,7 +57,7 @@ names its own pair, which classify --all pairs by.`,
 		claimID := fs.String("claim-id", "", "the new claim's `id` (default: a fresh random one)")
 		unit := fs.String("unit", "", "the systemd unit `name` the writer will run in (default: mosaic-chat-<claim id>)")
 		sets := setFlags{}
-		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable), e.g. --set leaf='\"abc\"' --set generation=3")
+		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable; the whole record at most 1048576 bytes), e.g. --set leaf='\"abc\"' --set generation=3")
 		return func(e *env) error {
 			seat, session, err := kf.pair(c)
 			if err != nil {
@@ -65,7 +70,7 @@ names its own pair, which classify --all pairs by.`,
 			}
 			if c.set["unit"] {
 				if err := unitprobe.ValidateName(systemdName(*unit)); err != nil {
-					return usagef("--unit %q: %v", *unit, err)
+					return usagef("--unit %s: %v", quotePrefix(*unit), err)
 				}
 			}
 			if c.set["incarnation"] {
@@ -133,7 +138,7 @@ func ownerPIDFlag(c *common, v string) (int, error) {
 	}
 	pid, err := strconv.Atoi(v)
 	if err != nil || pid <= 0 {
-		return 0, usagef("--owner-pid %q is not a process id (a positive number) or parent", v)
+		return 0, usagef("--owner-pid %s is not a process id (a positive number) or parent", quotePrefix(v))
 	}
 	return pid, nil
 }
@@ -238,14 +243,16 @@ read and used only if both belong to --claim. A head that moved is refused
 
 --state is reserved, active, stopping or uncertain (use release to stop).
 --spawn-marker records that a writer may have been spawned; classify never
-frees such a claim on an absent unit.`,
+frees such a claim on an absent unit. A patched record larger than 1048576
+bytes (1 MiB) at its widest revision number is a usage error (exit 2), and
+nothing is published.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		var ref claimRef
 		ref.register(fs)
 		state := fs.String("state", "", "the new `state`: reserved, active, stopping or uncertain")
 		marker := fs.Bool("spawn-marker", false, "record that a writer may have been spawned (spawnMarker: true)")
 		sets := setFlags{}
-		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable)")
+		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable; the whole record at most 1048576 bytes)")
 		return func(e *env) error {
 			seat, session, err := ref.parse(c, "advance")
 			if err != nil {
@@ -256,7 +263,7 @@ frees such a claim on an absent unit.`,
 				st := claimstore.State(*state)
 				switch {
 				case !st.Valid():
-					return usagef("--state %q: want reserved, active, stopping or uncertain", *state)
+					return usagef("--state %s: want reserved, active, stopping or uncertain", quotePrefix(*state))
 				case st == claimstore.Stopped:
 					return usagef("--state stopped: use `claimctl release --proof KIND[:REF]`, which records why the writer is over")
 				}

@@ -60,7 +60,7 @@ durable; run it again).`,
 				return err
 			}
 			if *noArchive && *archiveDir != "" {
-				return usagef("--no-archive and --archive-dir %q contradict each other: choose one", *archiveDir)
+				return usagef("--no-archive and --archive-dir %s contradict each other: choose one", quotePrefix(*archiveDir))
 			}
 			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
 			if err != nil {
@@ -150,7 +150,7 @@ func parseRetention(name, v string, zeroKeeps bool) (time.Duration, error) {
 	}
 	switch {
 	case err != nil || d < 0:
-		return 0, usagef("--%s %q: want a duration (36h) or days (30d)", name, v)
+		return 0, usagef("--%s %s: want a duration (36h) or days (30d)", name, quotePrefix(v))
 	case d == 0 && zeroKeeps:
 		return -1, nil
 	case d == 0:

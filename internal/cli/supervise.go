@@ -81,7 +81,7 @@ instead (usage errors still exit 2), so that a script can tell them apart.`,
 		uf.register(fs)
 		claimID := fs.String("claim-id", "", "the new claim's `id` (default: a fresh random one)")
 		sets := setFlags{}
-		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable)")
+		fs.Var(sets, "set", "record member `NAME=JSON` (repeatable; the whole record at most 1048576 bytes)")
 		noUnit := fs.Bool("no-unit", false, "run CMD as a direct child in its own process group, without a service manager")
 		killAfter := fs.Duration("kill-after", lifecycle.DefaultKillAfter, "after a stop request, kill what is left of the writer with SIGKILL once `D` has passed")
 		conflict := fs.Int("conflict-exit-code", 0, "exit `N` (1-255), instead of run's own code, whenever the outcome is run's and not CMD's (a refusal, a timeout, an error, a claim left held)")
@@ -148,7 +148,7 @@ func runBody(e *env, c *common, argv []string, kf *keyFlags, uf *unitFlags, o ru
 	}
 	switch {
 	case o.adopt && len(argv) > 0:
-		return usagef("--adopt runs no command: it takes over the recorded run; drop %q", strings.Join(argv, " "))
+		return usagef("--adopt runs no command: it takes over the recorded run; drop %s", quotePrefix(strings.Join(argv, " ")))
 	case o.adopt && (o.wait || c.set["claim-id"] || len(o.sets) > 0):
 		return usagef("--adopt takes the pair, the manager's flags (--units, --bus, or --no-unit) and --kill-after only")
 	case !o.adopt && len(argv) == 0:
@@ -409,7 +409,10 @@ inotify on the key directories of a directory root, or by etcd's watch on
 an etcd root (no polling: a wake-up is a hint, on which the pair is read
 again), or exits 8 (timeout) when --timeout passes first. With --json it prints the pair as show does, as it
 was when it was found free. A pair held by an owner that died stays held
-until classify or a release frees it: wait does not judge owners.`,
+until classify or a release frees it: wait does not judge owners.
+
+--timeout, and SIGINT, SIGTERM, SIGHUP or SIGQUIT (exit 1, nothing taken), are
+honoured from the start, while an etcd root is still being dialled too.`,
 	define: func(fs *flag.FlagSet, c *common) func(*env) error {
 		var kf keyFlags
 		kf.register(fs)
@@ -422,23 +425,38 @@ until classify or a release frees it: wait does not judge owners.`,
 			if *timeout < 0 {
 				return usagef("--timeout %v: want a positive duration, or 0 for none", *timeout)
 			}
+			// The deadline and the signals cover opening the root too: an
+			// etcd root's dial may take --dial-timeout, and a wait that
+			// ignored --timeout or died silently of SIGTERM until then would
+			// break its promise before the first watch is armed.
+			start := time.Now()
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, stopSignals...)
+			defer signal.Stop(sigs)
+			e.signalsArmed()
+			var deadline time.Time
+			if *timeout > 0 {
+				deadline = start.Add(*timeout)
+			}
+			ctx, cancel := waitContext(deadline, sigs)
+			defer cancel()
 			rc, err := e.resolveRoot(c.rootFlag, c.rootSet)
 			if err != nil {
 				return err
 			}
+			base := e.ctx
+			e.ctx = ctx
 			s, err := e.openStore(rc, false)
+			e.ctx = base
 			if err != nil {
+				switch {
+				case errors.Is(ctx.Err(), context.DeadlineExceeded):
+					return exitErr{code: exitTimeout, msg: fmt.Sprintf("--timeout %s passed while opening the claim root %s, before the pair could be read; nothing was taken", time.Since(start).Round(time.Millisecond), rc.Path)}
+				case ctx.Err() != nil:
+					return exitErr{code: exitError, msg: fmt.Sprintf("interrupted while opening the claim root %s, before the pair could be read; nothing was taken", rc.Path)}
+				}
 				return err
 			}
-			sigs := make(chan os.Signal, 1)
-			signal.Notify(sigs, stopSignals...)
-			defer signal.Stop(sigs)
-			var deadline time.Time
-			if *timeout > 0 {
-				deadline = time.Now().Add(*timeout)
-			}
-			ctx, cancel := waitContext(deadline, sigs)
-			defer cancel()
 			if _, err := waitFree(ctx, s, seat, session); err != nil {
 				return err
 			}

@@ -37,14 +37,14 @@ func (u *unitFlags) validate(c *common) error {
 	switch u.mode {
 	case unitsAuto, unitsUser, unitsSystem, unitsNone:
 	default:
-		return usagef("--units %q: want auto, user, system or none", u.mode)
+		return usagef("--units %s: want auto, user, system or none", quotePrefix(u.mode))
 	}
 	if c.set["bus"] {
 		if u.mode == unitsNone {
-			return usagef("--bus %q with --units none: nothing would be asked; drop one", u.bus)
+			return usagef("--bus %s with --units none: nothing would be asked; drop one", quotePrefix(u.bus))
 		}
 		if u.bus == "" || !strings.Contains(u.bus, ":") {
-			return usagef("--bus %q: want a D-Bus address such as unix:path=/run/user/0/bus", u.bus)
+			return usagef("--bus %s: want a D-Bus address such as unix:path=/run/user/0/bus", quotePrefix(u.bus))
 		}
 	}
 	if u.timeout <= 0 {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/claimstore/claimstore/internal/quote"
 )
 
 // defaultWidth is the width help is wrapped to when its output is not a
@@ -144,6 +146,10 @@ func flagHelp(f *flag.Flag) (string, string) {
 // -root") to name flags as help does: --name, -n for a one-letter flag. By
 // hand, not with a regular expression: claimctl links no regexp (start-up).
 func dashFlagErr(msg string) string {
+	if arg, ok := strings.CutPrefix(msg, "bad flag syntax: "); ok && len(arg) > quote.Max {
+		// What the user typed, bounded as any value a message echoes.
+		return "bad flag syntax: " + quotePrefix(arg)
+	}
 	for _, marker := range []string{"defined: -", "argument: -", "for flag -", "for -"} {
 		i := strings.Index(msg, marker)
 		if i < 0 {
@@ -161,7 +167,13 @@ func dashFlagErr(msg string) string {
 		if name == end {
 			continue
 		}
-		return msg[:start] + flagDash(msg[end:name]) + msg[name:]
+		dashed := flagDash(msg[end:name])
+		if len(dashed) > quote.Max {
+			// An unknown flag is what the user typed: bounded like any
+			// value a message echoes.
+			dashed = quotePrefix(dashed)
+		}
+		return msg[:start] + dashed + msg[name:]
 	}
 	return msg
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/claimstore/claimstore/internal/quote"
 )
 
 // Scheme is the URL scheme of an etcd claim root: etcd://host:port[,host:port...]/prefix.
@@ -21,7 +23,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("etcd root %q: %s (want etcd://host:2379[,host:2379...]/prefix)", e.Root, e.Reason)
+	return fmt.Sprintf("etcd root %s: %s (want etcd://host:2379[,host:2379...]/prefix)", quote.Prefix(e.Root), e.Reason)
 }
 
 // Parse splits an etcd root, etcd://host1:2379,host2:2379/prefix, into its
@@ -40,17 +42,17 @@ func Parse(root string) (endpoints []string, prefix string, err error) {
 	for _, h := range strings.Split(hosts, ",") {
 		host, port, err := net.SplitHostPort(h)
 		if err != nil || host == "" || port == "" {
-			return nil, "", &Error{root, fmt.Sprintf("endpoint %q is not host:port", h)}
+			return nil, "", &Error{root, fmt.Sprintf("endpoint %s is not host:port", quote.Prefix(h))}
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			// Caught here, not by a dial that would time out.
-			return nil, "", &Error{root, fmt.Sprintf("endpoint %q: port %q is not a port number (1-65535)", h, port)}
+			return nil, "", &Error{root, fmt.Sprintf("endpoint %s: port %s is not a port number (1-65535)", quote.Prefix(h), quote.Prefix(port))}
 		}
 		endpoints = append(endpoints, h)
 	}
 	prefix = "/" + strings.TrimRight(path, "/")
 	if prefix == "/" || strings.Contains(prefix, "//") || strings.ContainsAny(prefix, "?#\x00") {
-		return nil, "", &Error{root, fmt.Sprintf("key prefix %q must name something, such as /claims, without empty components, ? or #", prefix)}
+		return nil, "", &Error{root, fmt.Sprintf("key prefix %s must name something, such as /claims, without empty components, ? or #", quote.Prefix(prefix))}
 	}
 	return endpoints, prefix, nil
 }

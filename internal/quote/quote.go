@@ -1,0 +1,30 @@
+// Package quote quotes values given by a user (a flag, an environment
+// variable, an argument) for a message, bounded: a message never echoes
+// more than a short prefix of what it was given, whatever its length (a
+// 100 KB flag value, a file pasted on the command line), so that an error
+// stays one readable line and a terminal or log is not flooded.
+package quote
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Max is how many bytes of a value a message quotes.
+const Max = 40
+
+// Prefix quotes v as strconv.Quote does (every byte that is not printable
+// is escaped), at most its first Max bytes, cut on a rune boundary and
+// followed by "…" and v's length in bytes when v is longer. It is safe for
+// any string, valid UTF-8 or not.
+func Prefix(v string) string {
+	if len(v) <= Max {
+		return strconv.Quote(v)
+	}
+	cut := Max
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:cut]), len(v))
+}
