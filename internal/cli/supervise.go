@@ -37,6 +37,8 @@ CMD's environment has CLAIMSTORE_CLAIM_ID, CLAIMSTORE_ROOT, CLAIMSTORE_SEAT,
 CLAIMSTORE_PROJECT, CLAIMSTORE_WORKSPACE, CLAIMSTORE_SESSION and
 CLAIMSTORE_UNIT (empty with --no-unit); its standard input, output and error
 are claimctl's (passed to the manager). The unit has KillMode=control-group.
+Once the claim is taken, run names it and the root it wrote to on standard
+error, before CMD starts.
 
 Before the spawn marker, the unit is looked up: a unit by the claim's name
 that the manager has loaded already (another's, or a leftover) is in the way,
@@ -239,6 +241,10 @@ func runBody(e *env, c *common, argv []string, kf *keyFlags, uf *unitFlags, o ru
 	if err != nil {
 		return err
 	}
+	// Every command that writes names the root it wrote to (a relative
+	// --root, or the default, must be visible); before CMD runs, so that
+	// the line comes before anything CMD prints.
+	fmt.Fprintf(e.stderr, "claimctl run: acquired claim %s under root %s\n", r.Claim.ID, esc(s.Root()))
 	if testHooks && e.getenv(envTestFail) == "after-start" {
 		starter = stallAfterStart{starter}
 	}
@@ -414,7 +420,7 @@ func adoptRun(e *env, s *claimstore.Store, seat, session claimstore.Key, owner c
 		if res.Outcome == claimstore.OutcomeStopped && res.Proof != nil {
 			what = fmt.Sprintf("stopped by classify with proof %s", describeProof(proofOut(res.Proof)))
 		}
-		fmt.Fprintf(e.stderr, "claimctl run: nothing to adopt: the pair is %s\n", what)
+		fmt.Fprintf(e.stderr, "claimctl run: nothing to adopt under root %s: the pair is %s\n", esc(s.Root()), what)
 		return nil
 	case r == nil && err != nil:
 		return err
@@ -423,7 +429,7 @@ func adoptRun(e *env, s *claimstore.Store, seat, session claimstore.Key, owner c
 	case err != nil:
 		return exitErr{code: exitUncertain, msg: err.Error()}
 	}
-	fmt.Fprintf(e.stderr, "claimctl run: adopted claim %s (%s, invocation %s)\n", r.Claim.ID, writerOf(r.Claim.Record), orDash(r.Process().ID()))
+	fmt.Fprintf(e.stderr, "claimctl run: adopted claim %s (%s, invocation %s) under root %s\n", r.Claim.ID, writerOf(r.Claim.Record), orDash(r.Process().ID()), esc(s.Root()))
 	return finishRun(e, r, sigs, killAfter)
 }
 
