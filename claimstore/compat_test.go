@@ -241,6 +241,73 @@ func TestCompatWithReference(t *testing.T) {
 	agree("torn head")
 }
 
+// TestCompatNoUnitClaim: a claim taken with NoUnit (claimctl run --no-unit)
+// records unitName null from its first revision; the reference reads its
+// heads as this implementation does, and both hold it, spawn-marked, once
+// its owner is gone (the marker with no recorded run proves nothing over),
+// whatever a unit lookup would say.
+func TestCompatNoUnitClaim(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "root")
+	host := &hostidtest.Host{Machine: compatMachine, Boot: compatBoot, Procs: map[int]string{4100: "88001"}}
+	s, err := OpenRoot(root, &TOpts{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, _ := SeatKey("s", "p", "/w")
+	session, _ := SessionKey("nounit")
+	refSeat := map[string]string{"seat": seat.Seat, "project": seat.Project, "workspace": seat.Workspace}
+	agree := func(step string) {
+		t.Helper()
+		res := refDriver(t, compatRequest(root,
+			map[string]any{"op": "head", "seat": refSeat},
+			map[string]any{"op": "head", "session": session.Session}))
+		for i, k := range []Key{seat, session} {
+			if res[i]["ok"] != true {
+				t.Fatalf("%s: reference head: %v", step, res[i])
+			}
+			if diff := cmp.Diff(refView(res[i]), goView(t, s, k)); diff != "" {
+				t.Errorf("%s: %s (-reference +this):\n%s", step, k, diff)
+			}
+		}
+	}
+	// The owner's pid runs another process (another start time): gone for
+	// both.
+	owner := Owner{PID: 4100, Start: "77", PIDNS: initialPIDNS}
+	if _, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner, NoUnit: true, UnitName: "x.service"}); err == nil {
+		t.Fatal("NoUnit with a UnitName was accepted")
+	}
+	c, err := s.Acquire(context.Background(), seat, session, AcquireFields{Owner: owner, NoUnit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, ok := c.Record.Fields.Get(fieldUnitName); !ok || string(raw) != "null" || c.Record.UnitName() != "" {
+		t.Fatalf("unitName of a NoUnit claim = %s (%v); want null", raw, ok)
+	}
+	agree("go acquire")
+	if err := s.Advance(context.Background(), c, Patch{Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		t.Fatal(err)
+	}
+	agree("go spawn marker")
+
+	res := refDriver(t, compatRequest(root, map[string]any{"op": "classify", "seat": refSeat, "session": session.Session}))
+	if res[0]["ok"] != true || res[0]["state"] != "uncertain" {
+		t.Fatalf("reference classify of a spawn-marked claim naming no unit = %v; want uncertain", res[0])
+	}
+	agree("reference classify")
+	got, err := s.Classify(context.Background(), seat, session, &ClassifyOptions{Units: absentUnits{}})
+	if err != nil || got.Outcome != OutcomeUncertain || got.Refusal == nil || got.Unit == nil || got.Unit.Name != "" {
+		t.Fatalf("classify = %+v, %v; want uncertain, held, no unit named", got, err)
+	}
+	agree("go classify")
+}
+
+// absentUnits says every unit is absent.
+type absentUnits struct{}
+
+func (absentUnits) LookupUnit(_ context.Context, name string) UnitObservation {
+	return UnitObservation{Name: name, State: UnitAbsent, Detail: "absent (test)"}
+}
+
 func writeFile0400(name, content string) error { return os.WriteFile(name, []byte(content), 0o400) }
 
 // TestCompatPrunedRoot: a root this implementation pruned reads the same in

@@ -29,8 +29,16 @@ type AcquireFields struct {
 	// Owner is the supervisor process that owns the claim (see Store.Self).
 	Owner Owner
 	// UnitName is the systemd unit the writer will run in; "" means the
-	// reference's default, "mosaic-chat-<claim id>".
+	// reference's default, "mosaic-chat-<claim id>", unless NoUnit.
 	UnitName string
+	// NoUnit records that the writer runs in no unit (a process group of
+	// the supervisor's own, lifecycle.GroupStarter): unitName is null from
+	// the first revision, so that nothing names a unit that never existed.
+	// It decides no claim: classify judges a claim that names no unit as it
+	// judges one whose unit cannot be looked up (held unless the facts
+	// prove it over). The reference reads such a record (it does not check
+	// unitName). NoUnit with a UnitName is an error.
+	NoUnit bool
 	// Fields are further members to record (bindingId, harness,
 	// conversation, branch, leaf, pins, generation, prior, execution,
 	// cohortRef, or anything else), each JSON-encoded as given.
@@ -58,9 +66,15 @@ func (s *Store) newRecord(f AcquireFields) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot record the host: %w", err)
 	}
-	unit := f.UnitName
-	if unit == "" {
-		unit = UnitNameFor(id)
+	if f.NoUnit && f.UnitName != "" {
+		return nil, fmt.Errorf("unit name %q given with NoUnit: a writer runs in a unit or in none", f.UnitName)
+	}
+	unit := appendJSString(nil, f.UnitName)
+	switch {
+	case f.NoUnit:
+		unit = json.RawMessage("null")
+	case f.UnitName == "":
+		unit = appendJSString(nil, UnitNameFor(id))
 	}
 	owner, err := jsJSON(f.Owner)
 	if err != nil {
@@ -69,7 +83,7 @@ func (s *Store) newRecord(f AcquireFields) (*Record, error) {
 	r := &Record{ClaimID: id, State: Reserved, Host: Host{MachineID: machine, BootID: boot}}
 	null := json.RawMessage("null")
 	r.Fields.Set(fieldOwner, owner)
-	r.Fields.Set(fieldUnitName, appendJSString(nil, unit))
+	r.Fields.Set(fieldUnitName, unit)
 	r.Fields.Set(fieldSpawnMarker, json.RawMessage("false"))
 	r.Fields.Set("invocationId", null)
 	r.Fields.Set("engine", null)

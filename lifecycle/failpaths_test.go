@@ -249,3 +249,55 @@ func TestAdoptAGroupRun(t *testing.T) {
 	}
 	released(t, adopted, claimstore.ProofCohort, "is gone")
 }
+
+// A claim taken with NoUnit names no unit: its writer finds CLAIMSTORE_UNIT
+// empty (not "mosaic-chat-….service", which never existed), the starter is
+// handed no unit, and the run records its process group instead.
+func TestNoUnitClaimNamesNoUnit(t *testing.T) {
+	s, err := storetest.Open(filepath.Join(t.TempDir(), "claims"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat, _ := claimstore.SeatKey("s1", "demo", "/srv/ws")
+	session, _ := claimstore.SessionKey("sess-nounit")
+	owner, _ := s.Self(1)
+	run, err := lifecycle.Acquire(context.Background(), s, seat, session, claimstore.AcquireFields{Owner: owner, NoUnit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lifecycle.UnitFile(run.Claim.Record.UnitName()); got != "" {
+		t.Fatalf("UnitFile of a claim naming no unit = %q; want \"\"", got)
+	}
+	out := filepath.Join(t.TempDir(), "env")
+	st := &specRecorder{Starter: lifecycle.GroupStarter{}}
+	ctx := context.Background()
+	if err := run.Spawn(ctx, st, lifecycle.Spec{Argv: []string{"sh", "-c", `printf '[%s]' "$CLAIMSTORE_UNIT" > "$0"`, out}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(out); err != nil || string(got) != "[]" {
+		t.Errorf("CLAIMSTORE_UNIT in the writer = %s (%v); want empty", got, err)
+	}
+	if st.spec.Unit != "" {
+		t.Errorf("Spec.Unit = %q; want \"\"", st.spec.Unit)
+	}
+	if lifecycle.ProcessGroupOf(run.Claim.Record) == 0 || run.Claim.Record.UnitName() != "" {
+		t.Errorf("record: process group %d, unit %q; want a group and no unit", lifecycle.ProcessGroupOf(run.Claim.Record), run.Claim.Record.UnitName())
+	}
+}
+
+// specRecorder remembers the Spec its Starter was handed.
+type specRecorder struct {
+	lifecycle.Starter
+	spec lifecycle.Spec
+}
+
+func (r *specRecorder) Start(ctx context.Context, spec lifecycle.Spec) (lifecycle.Process, error) {
+	r.spec = spec
+	return r.Starter.Start(ctx, spec)
+}

@@ -18,7 +18,9 @@ import (
 // Spec is the writer a Starter starts.
 type Spec struct {
 	// Unit names the unit the writer runs in: the claim's unitName, with
-	// ".service" added when it has no type suffix (Run.Spawn sets it).
+	// ".service" added when it has no type suffix (Run.Spawn sets it); ""
+	// when the claim names no unit (AcquireFields.NoUnit), which only a
+	// starter without a service manager (GroupStarter) can start.
 	Unit string
 	// Argv is the command and its arguments; Argv[0] is looked up in PATH
 	// by the starter (systemd: the manager's PATH).
@@ -51,7 +53,8 @@ const (
 )
 
 // ClaimEnv is the environment that tells a writer which claim it runs
-// under: its id, the root, the keys and the unit.
+// under: its id, the root, the keys and the unit (empty when the claim
+// names none: a writer run without a service manager).
 func ClaimEnv(root string, c *claimstore.Claim) []string {
 	return []string{
 		EnvClaimID + "=" + c.ID,
@@ -66,8 +69,12 @@ func ClaimEnv(root string, c *claimstore.Claim) []string {
 
 // UnitFile returns a recorded unit name as systemd names the unit: the
 // reference records "mosaic-chat-<claim id>" without a type suffix, which
-// is a service.
+// is a service. A claim that names no unit (a writer run without a service
+// manager) has none: "" stays "".
 func UnitFile(name string) string {
+	if name == "" {
+		return ""
+	}
 	for _, suffix := range []string{".service", ".scope", ".slice", ".socket", ".target", ".timer", ".mount", ".path", ".swap", ".device", ".automount"} {
 		if strings.HasSuffix(name, suffix) {
 			return name

@@ -235,7 +235,8 @@ func classifyWhy(s *claimstore.Store, seat, session claimstore.Key, res *claimst
 		// A run without a service manager: no unit to look up, but its
 		// process group can be judged by an adopter.
 		next = "run `claimctl run --adopt --no-unit` with the keys, which waits for process group " + strconv.Itoa(pg) + " to be gone and releases the claim, or " + next
-	} else if res.Unit != nil && res.Unit.State == claimstore.UnitUnknown {
+	} else if res.Unit != nil && res.Unit.State == claimstore.UnitUnknown && res.Unit.Name != "" {
+		// A claim that names no unit has none to look up.
 		next = "let classify look the unit up (--units, --bus), or " + next
 	}
 	return fmt.Sprintf("left %s%s: %s; %s", res.Outcome, would, r.Reason, next)
@@ -253,6 +254,10 @@ func printClassify(w io.Writer, s *claimstore.Store, j *classifyJSON) {
 	if j.processGroup > 0 {
 		// No unit was ever made for it: name what the writer ran in.
 		fmt.Fprintf(tw, "writer\tprocess group %d (run without a service manager)\n", j.processGroup)
+	} else if j.Unit != nil && j.Unit.Name == "" {
+		// Not "unit -": nothing names one (a run without a service
+		// manager cut before it recorded its process group).
+		fmt.Fprintf(tw, "writer\tno unit, and no process group recorded\n")
 	} else if j.Unit != nil {
 		fmt.Fprintf(tw, "unit\t%s: %s (%s)\n", orDash(esc(j.Unit.Name)), j.Unit.State, escText(j.Unit.Detail))
 	}

@@ -32,6 +32,9 @@ const (
 	// (a step cut between its keys by an I/O error: the seat revision is
 	// published, the session revision prepared but not linked). A failure
 	// while preparing the session revision publishes neither.
+	// "after-start": claimctl run blocks, until it is killed, right after
+	// its starter returned and before it publishes active (a supervisor
+	// killed between the spawn marker and active).
 	envTestFail = "CLAIMCTL_TEST_FAIL"
 	// A file that wait and log --follow create once their stop signals are
 	// caught: a test sends a signal after it exists, not after a guessed

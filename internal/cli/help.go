@@ -135,6 +135,20 @@ not in both places. The root is --root, else $CLAIMSTORE_ROOT, else
 /var/lib/claimstore for root and $XDG_STATE_HOME/claimstore (or
 ~/.local/state/claimstore) for others.`
 
+// keysHelp says how keys are printed: the man page's description and
+// `claimctl help` carry it, as REFERENCE.md does.
+const keysHelp = `Keys are bytes and are never normalised (as in the reference: café written
+with U+00E9 and cafe followed by U+0301 are two seats), so output prints them
+so that two keys never look alike: each value is quoted with combining marks,
+format characters and every space but U+0020 escaped (seat "cafe\u0301"), and
+a key with any non-ASCII character is followed by the first 8 hex digits of
+its hash (seat "café" (project "p", workspace "/w") [h:2c247a58]). --json
+gives the values as stored.`
+
+// runExitNote follows the exit code table wherever it is printed: run's
+// own codes beside its command's.
+const runExitNote = "run exits with its command's own status once the claim is released (126 or 127 when the command could not be executed); a command may exit with any of the codes above, and run --conflict-exit-code N makes run's own outcomes exit N instead."
+
 func mainUsage(width int) string {
 	var b strings.Builder
 	b.WriteString(wrapDoc(mainIntro, width) + "\n\n")
@@ -145,6 +159,7 @@ func mainUsage(width int) string {
 	}
 	table(&b, "  ", rows, width)
 	b.WriteString("\n" + wrapDoc(mainGlobal, width) + "\n\n")
+	b.WriteString(wrapDoc(keysHelp, width) + "\n\n")
 	printExitCodesWidth(&b, width)
 	b.WriteString("\n" + wrapDoc(`Run 'claimctl help COMMAND' for a command's flags, 'claimctl help json' for
 the JSON field names, 'claimctl help root' for the claim root.`, width) + "\n")
@@ -160,7 +175,7 @@ func printExitCodesWidth(w io.Writer, width int) {
 		rows = append(rows, []string{strconv.Itoa(int(x.Code)), x.Name, x.Meaning})
 	}
 	table(w, "  ", rows, width)
-	fmt.Fprintf(w, "\n%s\n", wrapDoc("run exits with its command's own status once the claim is released (126 or 127 when the command could not be executed); a command may exit with any of the codes above, and run --conflict-exit-code N makes run's own outcomes exit N instead.", width))
+	fmt.Fprintf(w, "\n%s\n", wrapDoc(runExitNote, width))
 	fmt.Fprintln(w, "\nRefusal codes:")
 	rows = nil
 	for _, code := range claimstore.Codes {
@@ -211,9 +226,18 @@ const rootHelp = `The claim root is the directory that holds every key's history
 
 It is chosen by --root, else $CLAIMSTORE_ROOT, else /var/lib/claimstore when
 running as root and $XDG_STATE_HOME/claimstore (or ~/.local/state/claimstore)
-otherwise. The first write creates it, mode 0700; for the default root,
-claimctl also creates its missing parents (0700). A root given by --root or
-$CLAIMSTORE_ROOT must have an existing parent. A root that is a symlink, not a
+otherwise. A relative --root is resolved against the working directory, and
+every command that writes prints the root it wrote to. A relative
+$CLAIMSTORE_ROOT is refused (exit 2): the environment outlives the directory it
+was set in, so it would name another root from every working directory, and
+two supervisors started in two directories would both win the same pair.
+
+A root is created only where nothing else lives: the first write creates it,
+mode 0700, when it does not exist, and writes into an existing directory only
+when it is empty, holds lost+found alone, or is a claim root already; any other
+directory (/etc, a home directory) is refused (exit 1, nothing written). For
+the default root, claimctl also creates its missing parents (0700). A root
+given by --root or $CLAIMSTORE_ROOT must have an existing parent. A root that is a symlink, not a
 directory, or writable by other users is refused. Commands that only read
 (show, log, classify --dry-run) create nothing; on a root that does not exist
 they see no revisions. fsck and classify --all fail (exit 1) on a missing root

@@ -30,6 +30,7 @@ claimctl \- the operator tool of claimstore: crash-safe writer claims
 	b.WriteString(".SH DESCRIPTION\n")
 	roffDoc(&b, mainIntro)
 	roffDoc(&b, mainGlobal)
+	roffDoc(&b, keysHelp)
 	b.WriteString(".SH COMMANDS\n")
 	for _, c := range commands {
 		fmt.Fprintf(&b, ".SS %s\n", c.name)
@@ -56,13 +57,14 @@ claimctl \- the operator tool of claimstore: crash-safe writer claims
 	for _, x := range exitCodes {
 		fmt.Fprintf(&b, ".TP\n.B %d\n\\fB%s\\fR: %s\n", x.Code, roff(x.Name), roff(x.Meaning))
 	}
+	roffDoc(&b, runExitNote)
 	b.WriteString(".SS Refusal codes\n")
 	for _, code := range claimstore.Codes {
 		fmt.Fprintf(&b, ".TP\n.B %s\nexit %d: %s\n", roff(string(code)), refusalExit[code], roff(refusalDocs[code]))
 	}
 	b.WriteString(".SH ENVIRONMENT\n")
 	for _, v := range [][2]string{
-		{envRoot, "the claim root when --root is not given"},
+		{envRoot, "the claim root when --root is not given: an absolute path or an etcd:// URL; a relative path is refused (exit 2), since the environment outlives the directory it was set in and two supervisors started in two directories would both win the same pair"},
 		{"XDG_STATE_HOME", "the default root of a user who is not root is $XDG_STATE_HOME/claimstore"},
 		{"HOME", "without XDG_STATE_HOME, the default root of a user who is not root is ~/.local/state/claimstore"},
 		{"DBUS_SYSTEM_BUS_ADDRESS, DBUS_SESSION_BUS_ADDRESS, XDG_RUNTIME_DIR", "where classify finds the service manager's bus, unless --bus names it"},

@@ -39,6 +39,35 @@ func TestManPage(t *testing.T) {
 	}
 }
 
+// The man page says what README.md and REFERENCE.md say beside their own
+// tables and root sections: run's own exit codes after the exit status
+// table, the root creation rule in FILES, why a relative CLAIMSTORE_ROOT is
+// refused in ENVIRONMENT, and how keys that draw alike are printed.
+func TestManPageSections(t *testing.T) {
+	page := manPage()
+	section := func(name string) string {
+		_, after, ok := strings.Cut(page, ".SH "+name+"\n")
+		if !ok {
+			t.Fatalf("man page has no %s section", name)
+		}
+		body, _, _ := strings.Cut(after, "\n.SH ")
+		return body
+	}
+	for _, c := range []struct{ section, want string }{
+		{"EXIT STATUS", `126 or 127 when the command could not be executed`},
+		{"EXIT STATUS", `run \-\-conflict\-exit\-code N makes run's own outcomes exit N`},
+		{"ENVIRONMENT", `a relative path is refused (exit 2), since the environment outlives the directory`},
+		{"FILES", "A root is created only where nothing else lives"},
+		{"FILES", "holds lost+found alone"},
+		{"FILES", "$CLAIMSTORE_ROOT is refused (exit 2)"},
+		{"DESCRIPTION", `[h:2c247a58]`},
+	} {
+		if !strings.Contains(strings.ReplaceAll(section(c.section), "\n", " "), c.want) {
+			t.Errorf("man page's %s section does not say %q", c.section, c.want)
+		}
+	}
+}
+
 // The man page renders without warnings, where man(1) is installed (in CI,
 // scripts/ci-package-check installs it before the tests run; elsewhere the
 // text is still checked above).

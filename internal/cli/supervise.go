@@ -35,8 +35,10 @@ publishes stopped with a cohortProof naming the unit, the invocation and its
 result, and exits with CMD's exit status (128+N when signal N killed it).
 CMD's environment has CLAIMSTORE_CLAIM_ID, CLAIMSTORE_ROOT, CLAIMSTORE_SEAT,
 CLAIMSTORE_PROJECT, CLAIMSTORE_WORKSPACE, CLAIMSTORE_SESSION and
-CLAIMSTORE_UNIT; its standard input, output and error are claimctl's (passed
-to the manager). The unit has KillMode=control-group.
+CLAIMSTORE_UNIT (empty with --no-unit); its standard input, output and error
+are claimctl's (passed to the manager). The unit has KillMode=control-group.
+Once the claim is taken, run names it and the root it wrote to on standard
+error, before CMD starts.
 
 Before the spawn marker, the unit is looked up: a unit by the claim's name
 that the manager has loaded already (another's, or a leftover) is in the way,
@@ -58,8 +60,10 @@ classify (only when its owner is proven gone), re-attaches to the recorded
 invocation (or process group) while it runs, and releases with a proof only
 when that run is provably over.
 
---no-unit runs CMD as a direct child in a process group of its own instead,
-and releases only once the group is gone: run is the subreaper of CMD's
+--no-unit runs CMD as a direct child in a process group of its own instead
+(the claim names no unit: its unitName is null from the first revision, and
+the group is recorded as processGroup once it runs), and releases only once
+the group is gone: run is the subreaper of CMD's
 descendants (an orphan is reparented to run and reaped by it), and waits up
 to 5s after CMD exits for what CMD left (a zombie, a finishing child); a
 process that stays keeps the claim held, and run exits 6 naming it. When the
@@ -222,7 +226,10 @@ func runBody(e *env, c *common, argv []string, kf *keyFlags, uf *unitFlags, o ru
 			return err
 		}
 	}
-	f := claimstore.AcquireFields{ClaimID: o.claimID, Owner: owner}
+	// A run without a service manager makes no unit, so its claim names
+	// none (unitName null from r1): list, show and their advice must not
+	// name a unit that never existed.
+	f := claimstore.AcquireFields{ClaimID: o.claimID, Owner: owner, NoUnit: o.noUnit}
 	if len(o.sets) > 0 {
 		f.Fields = o.sets
 	}
@@ -233,6 +240,13 @@ func runBody(e *env, c *common, argv []string, kf *keyFlags, uf *unitFlags, o ru
 	r, err := acquireRun(e, s, seat, session, f, o.wait, deadline, sigs)
 	if err != nil {
 		return err
+	}
+	// Every command that writes names the root it wrote to (a relative
+	// --root, or the default, must be visible); before CMD runs, so that
+	// the line comes before anything CMD prints.
+	fmt.Fprintf(e.stderr, "claimctl run: acquired claim %s under root %s\n", r.Claim.ID, esc(s.Root()))
+	if testHooks && e.getenv(envTestFail) == "after-start" {
+		starter = stallAfterStart{starter}
 	}
 	spec := lifecycle.Spec{Argv: argv, KillAfter: o.killAfter, Stdin: fileOf(e.stdin), Stdout: fileOf(e.stdout), Stderr: fileOf(e.stderr)}
 	ctx := context.Background()
@@ -251,6 +265,20 @@ func runBody(e *env, c *common, argv []string, kf *keyFlags, uf *unitFlags, o ru
 		fmt.Fprintf(e.stderr, "claimctl run: %s\n", escText(err.Error()))
 	}
 	return finishRun(e, r, sigs, o.killAfter)
+}
+
+// stallAfterStart is a starter that never returns once its own starter
+// has started the writer: the test hook (CLAIMCTL_TEST_FAIL=after-start)
+// that leaves run to be killed between the spawn marker and active.
+type stallAfterStart struct{ lifecycle.Starter }
+
+func (s stallAfterStart) Start(ctx context.Context, spec lifecycle.Spec) (lifecycle.Process, error) {
+	if _, err := s.Starter.Start(ctx, spec); err != nil {
+		return nil, err
+	}
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 // fileOf returns the *os.File behind a command's stream, to hand to the
@@ -358,12 +386,18 @@ func finishRun(e *env, r *lifecycle.Run, sigs <-chan os.Signal, killAfter time.D
 }
 
 // writerOf names a claim's writer for messages: its process group when
-// it ran without a service manager (processGroup), else its unit.
+// it ran without a service manager (processGroup), else its unit. A claim
+// that records neither (a run without a service manager whose supervisor
+// died before it recorded the group) is described as such, with the one
+// mark its processes carry: claimctl run's CLAIMSTORE_CLAIM_ID.
 func writerOf(rec *claimstore.Record) string {
 	if pg := lifecycle.ProcessGroupOf(rec); pg > 0 {
 		return fmt.Sprintf("process group %d", pg)
 	}
-	return "unit " + orDash(rec.UnitName())
+	if u := rec.UnitName(); u != "" {
+		return "unit " + u
+	}
+	return fmt.Sprintf("no unit, and no process group recorded: processes claimctl run started for it have %s=%s in their environment", lifecycle.EnvClaimID, rec.ClaimID)
 }
 
 // adoptRun is run --adopt: classify's adoption, then the rest of the
@@ -386,7 +420,7 @@ func adoptRun(e *env, s *claimstore.Store, seat, session claimstore.Key, owner c
 		if res.Outcome == claimstore.OutcomeStopped && res.Proof != nil {
 			what = fmt.Sprintf("stopped by classify with proof %s", describeProof(proofOut(res.Proof)))
 		}
-		fmt.Fprintf(e.stderr, "claimctl run: nothing to adopt: the pair is %s\n", what)
+		fmt.Fprintf(e.stderr, "claimctl run: nothing to adopt under root %s: the pair is %s\n", esc(s.Root()), what)
 		return nil
 	case r == nil && err != nil:
 		return err
@@ -395,7 +429,7 @@ func adoptRun(e *env, s *claimstore.Store, seat, session claimstore.Key, owner c
 	case err != nil:
 		return exitErr{code: exitUncertain, msg: err.Error()}
 	}
-	fmt.Fprintf(e.stderr, "claimctl run: adopted claim %s (%s, invocation %s)\n", r.Claim.ID, writerOf(r.Claim.Record), orDash(r.Process().ID()))
+	fmt.Fprintf(e.stderr, "claimctl run: adopted claim %s (%s, invocation %s) under root %s\n", r.Claim.ID, writerOf(r.Claim.Record), orDash(r.Process().ID()), esc(s.Root()))
 	return finishRun(e, r, sigs, killAfter)
 }
 
