@@ -150,7 +150,7 @@ func (errRaced) Error() string { return "raced" }
 //  7. the claim from an earlier boot of this machine: stopped with a boot
 //     proof, or uncertain needing one;
 //  8. one key already stopped with a proof: the other finished with it;
-//  9. reserved, no spawn marker, unit absent: stopped with a no-unit proof;
+//  9. reserved, no spawn marker, unit absent (or none named): stopped with a no-unit proof;
 //  10. otherwise uncertain (or stopping, handed back to resume), with the
 //     spawn marker carried forward.
 //

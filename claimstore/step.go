@@ -34,10 +34,12 @@ type AcquireFields struct {
 	// NoUnit records that the writer runs in no unit (a process group of
 	// the supervisor's own, lifecycle.GroupStarter): unitName is null from
 	// the first revision, so that nothing names a unit that never existed.
-	// It decides no claim: classify judges a claim that names no unit as it
-	// judges one whose unit cannot be looked up (held unless the facts
-	// prove it over). The reference reads such a record (it does not check
-	// unitName). NoUnit with a UnitName is an error.
+	// Classify has no unit to look up for such a claim: marked, it is held
+	// until the facts prove its process group over; reserved and unmarked
+	// with its owner gone, nothing was started (the marker comes before
+	// any start), and decision step 9 frees it. The reference reads such a
+	// record (it does not check unitName). NoUnit with a UnitName is an
+	// error.
 	NoUnit bool
 	// Fields are further members to record (bindingId, harness,
 	// conversation, branch, leaf, pins, generation, prior, execution,

@@ -62,7 +62,7 @@ var decisionTable = []decisionRow{
 	{"6a", "the claim's record names another pair", (*judgement).otherPair},
 	{"7", "claim from an earlier boot of this machine", (*judgement).earlierBoot},
 	{"8", "one key already stopped with a proof", (*judgement).cutRelease},
-	{"9", "reserved, no spawn marker, unit absent", (*judgement).nothingRan},
+	{"9", "reserved, no spawn marker, unit absent or none named", (*judgement).nothingRan},
 	{"10", "anything else", (*judgement).mayRun},
 }
 
@@ -374,6 +374,15 @@ func (j *judgement) cutRelease() (bool, error) {
 }
 
 // 9. Reserved with nothing spawned and no unit: nothing ever ran.
+//
+// A claim that names no unit (unitName null: a run without a service
+// manager, AcquireFields.NoUnit) has no unit to look up; its evidence is
+// the marker alone. Only this store writes such a record (the reference
+// names a unit in every claim), and its supervisors publish the spawn
+// marker before they start anything: reserved, unmarked, with the owner
+// judged gone above, nothing was started and nothing can be. This is the
+// evidence the same claim had when its record named a unit that was never
+// going to exist.
 func (j *judgement) nothingRan() (bool, error) {
 	obs := UnitObservation{Name: j.latest.UnitName(), State: UnitUnknown, Detail: "no unit lookup configured"}
 	if obs.Name == "" {
@@ -382,7 +391,7 @@ func (j *judgement) nothingRan() (bool, error) {
 		obs = j.opts.Units.LookupUnit(j.ctx, obs.Name)
 	}
 	j.res.Unit = &obs
-	if j.p.State() != Reserved || j.marker != nil || obs.State != UnitAbsent {
+	if j.p.State() != Reserved || j.marker != nil || (obs.State != UnitAbsent && obs.Name != "") {
 		return false, nil
 	}
 	next := j.latest.clone()
