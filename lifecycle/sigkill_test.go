@@ -7,7 +7,8 @@ package lifecycle_test
 // what it leaves is judged again from the store alone. Each case checks
 // that the claim reads held (the proof died with the supervisor, and
 // nothing is freed on less), and that the documented next step finishes
-// it with a proof.
+// it with a proof. The same helper runs a stop that only a subreaper can
+// finish (TestSubreaperReapsWhatNoAncestorWill).
 //
 // The test process makes itself the child subreaper first, so that the
 // writer's processes, orphaned by the kill, are reparented to it rather
@@ -54,7 +55,7 @@ func crashKeys() (claimstore.Key, claimstore.Key) {
 func TestCrashHelper(t *testing.T) {
 	scenario := os.Getenv(crashHelperEnv)
 	if scenario == "" {
-		t.Skip("helper process for TestCrash*")
+		t.Skip("helper process for TestCrash* and TestSubreaperReapsWhatNoAncestorWill")
 	}
 	pipe := os.NewFile(3, "pipe")
 	fail := func(format string, a ...any) {
@@ -118,6 +119,29 @@ func TestCrashHelper(t *testing.T) {
 			if time.Now().After(deadline) {
 				fail("the group never settled to a sleep and its zombie: %v", members(pgid))
 			}
+		}
+	case "stop-child":
+		// Not a crash: a stop of a writer with a child, whose orphan only
+		// a subreaper reaps. This process's parent (the test) is the
+		// subreaper above it and never reaps, as a container's PID 1 may
+		// not: the run must end, and release, all the same.
+		g := lifecycle.GroupStarter{Subreaper: true, Settle: 2 * time.Second}
+		// A short stop bound: the wait for the group then ends 2s after
+		// it, not after the default 90s.
+		spec := lifecycle.Spec{Argv: []string{"sh", "-c", "sleep 100; :"}, KillAfter: 200 * time.Millisecond}
+		if err := run.Spawn(ctx, g, spec); err != nil {
+			fail("Spawn: %v", err)
+		}
+		pgid = lifecycle.ProcessGroupOf(run.Claim.Record)
+		waitMembers(pgid, 2, fail)
+		if err := run.Stop(ctx, "test"); err != nil {
+			fail("Stop: %v", err)
+		}
+		if _, err := run.Wait(ctx); err != nil {
+			fail("Wait: %v", err)
+		}
+		if err := run.Release(ctx); err != nil {
+			fail("Release: %v", err)
 		}
 	default:
 		fail("unknown scenario %q", scenario)
@@ -416,4 +440,20 @@ func TestCrashInSettleWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	freeWith(t, s, claimstore.ProofCohort, fmt.Sprintf("adopted; no process has group id %d", pgid))
+}
+
+// A writer with a child, stopped, where no process above the supervisor
+// reaps (its nearest subreaper never waits, as a container's PID 1 may
+// not): the killed child is a zombie reparented to the supervisor only
+// because it is the writer's subreaper, and it reaps it, so the group is
+// gone and the claim released. Without PR_SET_CHILD_SUBREAPER the zombie
+// goes to the ancestor, stays, and the claim is held (issue 20: 10 of 10
+// runs of run --no-unit + SIGTERM exited 6). TestGroupStopWithAChildIsReleased
+// cannot show that: PID 1 reaps there.
+func TestSubreaperReapsWhatNoAncestorWill(t *testing.T) {
+	s, pgid := crashRun(t, "stop-child")
+	if pgid <= 0 {
+		t.Fatalf("no process group recorded")
+	}
+	freeWith(t, s, claimstore.ProofCohort, "is empty")
 }
