@@ -384,6 +384,12 @@ func Adopt(ctx context.Context, s *claimstore.Store, seat, session claimstore.Ke
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := neverSpawned(res); err != nil {
+		// Another never-spawned claim took the pair between the two
+		// classifications: taken over (uncertain, held), but never
+		// attached to a unit that is not its writer.
+		return &Run{Store: s, Claim: res.Claim}, res, err
+	}
 	if res.Claim == nil {
 		if res.Refusal != nil && !res.Free() {
 			return nil, res, res.Refusal
@@ -425,8 +431,10 @@ func Adopt(ctx context.Context, s *claimstore.Store, seat, session claimstore.Ke
 
 // NeverSpawnedError is Adopt's error for a claim whose owner is gone but
 // that was never spawned: reserved, without a spawn marker. Nothing was
-// published; the claim stays held, and classify frees it with a no-unit
-// proof once no unit has its name.
+// published (unless the pair changed between Adopt's dry run and its
+// classification: the claim is then taken over, uncertain, and Adopt's
+// Run has it); the claim stays held, and classify frees a reserved one
+// with a no-unit proof once no unit has its name.
 type NeverSpawnedError struct {
 	ClaimID, Unit string
 }
