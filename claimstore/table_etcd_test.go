@@ -80,6 +80,9 @@ func TestDecisionTableEtcd(t *testing.T) {
 			if got != m.want {
 				why = append(why, fmt.Sprintf("etcd %+v, the model %+v (step %s)", got, m.want, m.step))
 			}
+			if g := groupNamed(tc, m, res); g != "" {
+				why = append(why, g)
+			}
 			for _, inv := range w.checkInvariants(tc, got) {
 				why = append(why, "invariant: "+inv)
 			}

@@ -177,6 +177,12 @@ type hrec struct {
 	marker bool
 }
 
+// tableGroup is the process group the group stages record. No process
+// of the table's host has it: classify must not look (a group gone is a
+// supervisor's proof, made by lifecycle, never the table's; see
+// lifecycle's TestGroupCrash* for that decision).
+const tableGroup = 4500
+
 // tcase is one combination of classify's inputs.
 type tcase struct {
 	idx                int
@@ -189,6 +195,10 @@ type tcase struct {
 	pair               pairDim
 	seatHist, sessHist []hrec // built from the above
 	stage              string // supervisor family: which step was reached
+	// group: its active and stopping records name the writer's process
+	// group (processGroup, tableGroup), as a run without a service
+	// manager records it.
+	group bool
 }
 
 func (c *tcase) name() string {
@@ -278,13 +288,29 @@ func tableCases() []*tcase {
 		seat, sess int
 	}
 	stages := []stage{{"r1-seat-only", 1, 0}, {"r1", 1, 1}, {"r2-seat-only", 2, 1}, {"r2-marked", 2, 2}, {"r3-seat-only", 3, 2}, {"r3-active", 3, 3}}
-	for _, st := range stages {
+	// A run without a service manager (claimctl run --no-unit, issue 20)
+	// records its process group when it advances to active, and a stop
+	// request before the group's settle wait. Its crash states are r1 (a
+	// StartChecker's refusal, before the marker), r2-marked (an exec that
+	// failed, before its release), and these: killed while the group ran,
+	// or during the settle wait after the stop. The model is the one
+	// above, unchanged: classify reads processGroup only to name the
+	// writer in its refusal, so a recorded group frees nothing on this
+	// boot whether it lives or not (run --adopt judges the group), and an
+	// earlier boot frees it on a boot proof as any run.
+	groupSeq := append(seq[:3:3], hrec{'A', ksStopping, true})
+	groupStages := []stage{{"group-r3-seat-only", 3, 2}, {"group-r3-active", 3, 3}, {"group-stopping-seat-only", 4, 3}, {"group-stopping", 4, 4}}
+	for i, st := range append(stages, groupStages...) {
+		hist := seq
+		if i >= len(stages) {
+			hist = groupSeq
+		}
 		for _, o := range allOwners {
 			for _, u := range allUnits {
 				for _, b := range allBoots {
-					c := &tcase{family: "supervisor", stage: st.name, owner: o, unit: u, boot: b, pair: pairSame}
-					c.seatHist = append([]hrec(nil), seq[:st.seat]...)
-					c.sessHist = append([]hrec(nil), seq[:st.sess]...)
+					c := &tcase{family: "supervisor", stage: st.name, owner: o, unit: u, boot: b, pair: pairSame, group: i >= len(stages)}
+					c.seatHist = append([]hrec(nil), hist[:st.seat]...)
+					c.sessHist = append([]hrec(nil), hist[:st.sess]...)
 					h, _ := c.seatHead()
 					c.seat, c.markSeat = h.state, h.marker
 					c.session = ksNone
@@ -471,6 +497,9 @@ func (w tableWorld) revision(c *tcase, k Key, n int, r hrec) []byte {
 		set("host", `{"machineId":"`+w.machine(c)+`","bootId":"`+w.hostBoot(c)+`"}`).
 		set("owner", w.ownerJSON(c)).
 		set("spawnMarker", strconv.FormatBool(r.marker))
+	if c.group && (r.state == ksActive || r.state == ksStopping) {
+		o = o.set("processGroup", strconv.Itoa(tableGroup))
+	}
 	switch r.state {
 	case ksStopping:
 		o = o.set("stop", `{"by":"table","reason":"stop requested"}`)
@@ -876,6 +905,25 @@ func (w tableWorld) modelClassify(c *tcase) modelOut {
 	return done("10-held", expect{Outcome: Outcome(next.state()), Refusal: UnsafeReplacement, PubSeat: !same(sh, next, nil), PubSession: !same(xh, next, nil)})
 }
 
+// groupNamed checks what the refusal of a held run names as its writer:
+// the process group a group run recorded (the only thing classify reads
+// of it: a group live or gone is not the table's to judge), and never a
+// process group for a run that recorded none.
+func groupNamed(c *tcase, m modelOut, res *Result) string {
+	if m.step != "10-held" || res.Refusal == nil {
+		return ""
+	}
+	want := fmt.Sprintf("process group %d, run without a service manager", tableGroup)
+	named := strings.Contains(res.Refusal.Reason, want)
+	switch {
+	case c.group && !named:
+		return fmt.Sprintf("refusal %q does not name the recorded process group (%q)", res.Refusal.Reason, want)
+	case !c.group && strings.Contains(res.Refusal.Reason, "process group"):
+		return fmt.Sprintf("refusal %q names a process group the run never recorded", res.Refusal.Reason)
+	}
+	return ""
+}
+
 // gotHere turns this store's result into an expect.
 func gotHere(res *Result) expect {
 	e := expect{Outcome: res.Outcome, Completed: res.Completed, Damaged: res.Damaged, Owner: res.Owner}
@@ -1208,6 +1256,9 @@ func TestDecisionTable(t *testing.T) {
 		if got.Outcome == OutcomeStopped && results[i].Proof != nil && results[i].Proof.Kind == ProofBoot && !results[i].Completed && results[i].BootProof == nil {
 			fail(c, "a boot proof was issued but not reported")
 		}
+		if why := groupNamed(c, m, results[i]); why != "" {
+			fail(c, "%s", why)
+		}
 		if d := results[i].Decommission; (d != nil) != (m.step == "1a-decommissioned") || d != nil && d.ID != DecommissionID(tableDecomMachine, 1) {
 			fail(c, "decommission record %+v reported at step %s", d, m.step)
 		}
@@ -1284,6 +1335,19 @@ func TestDecisionTable(t *testing.T) {
 	for _, want := range []string{"1-free", "1a-decommissioned", "2-foreign", "3-damaged", "4-two-claims", "4-moved-release", "5-owned", "6-owner-live", "6-owner-unknown", "6-owner-invalid", "7-no-evidence", "7-boot-proof", "8-completed", "9-no-unit", "10-held"} {
 		if steps[want] == 0 {
 			t.Errorf("no case reaches step %s", want)
+		}
+	}
+	// The group stages reach, on this boot, only step 10 (held) or an
+	// owner's refusal, and step 7's boot proof on an earlier boot.
+	groupSteps := map[string]int{}
+	for i, c := range cases {
+		if c.group {
+			groupSteps[models[i].step]++
+		}
+	}
+	for _, want := range []string{"7-boot-proof", "10-held"} {
+		if groupSteps[want] == 0 {
+			t.Errorf("no process-group case reaches step %s (group steps %v)", want, groupSteps)
 		}
 	}
 }

@@ -368,14 +368,34 @@ var ErrNothingToAdopt = errors.New("nothing to adopt")
 //
 // The classification is returned in every case; a refusal (owner live or
 // unknown, a damaged head, ...) is its *claimstore.Refusal. Adopt returns
-// ErrNothingToAdopt when classify left nothing to take over.
+// ErrNothingToAdopt when classify left nothing to take over, and a
+// *NeverSpawnedError, publishing nothing, for a claim that is reserved
+// without a spawn marker: no run of it was ever started, so there is none
+// to attach to, and a unit by its name (the one that made a start fail
+// before the marker, say) is not its writer.
 func Adopt(ctx context.Context, s *claimstore.Store, seat, session claimstore.Key, owner claimstore.Owner, opts *AdoptOptions) (*Run, *claimstore.Result, error) {
 	if opts == nil {
 		opts = &AdoptOptions{}
 	}
-	res, err := s.Classify(ctx, seat, session, &claimstore.ClassifyOptions{Units: opts.Units, Adopt: &owner})
+	// A dry run first: taking a never-spawned claim over would publish it
+	// uncertain, and the decision table's step 9 (reserved, no marker,
+	// unit absent) could then never free it.
+	res, err := s.Classify(ctx, seat, session, &claimstore.ClassifyOptions{Units: opts.Units, Adopt: &owner, DryRun: true})
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := neverSpawned(res); err != nil {
+		return nil, res, err
+	}
+	res, err = s.Classify(ctx, seat, session, &claimstore.ClassifyOptions{Units: opts.Units, Adopt: &owner})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := neverSpawned(res); err != nil {
+		// Another never-spawned claim took the pair between the two
+		// classifications: taken over (uncertain, held), but never
+		// attached to a unit that is not its writer.
+		return &Run{Store: s, Claim: res.Claim}, res, err
 	}
 	if res.Claim == nil {
 		if res.Refusal != nil && !res.Free() {
@@ -414,6 +434,30 @@ func Adopt(ctx context.Context, s *claimstore.Store, seat, session claimstore.Ke
 		}
 	}
 	return r, res, nil
+}
+
+// NeverSpawnedError is Adopt's error for a claim whose owner is gone but
+// that was never spawned: reserved, without a spawn marker. Nothing was
+// published (unless the pair changed between Adopt's dry run and its
+// classification: the claim is then taken over, uncertain, and Adopt's
+// Run has it); the claim stays held, and classify frees a reserved one
+// with a no-unit proof once no unit has its name.
+type NeverSpawnedError struct {
+	ClaimID, Unit string
+}
+
+func (e *NeverSpawnedError) Error() string {
+	return fmt.Sprintf("claim %s was never spawned (reserved, no spawn marker): there is no run of it to adopt, and unit %s, if loaded, is not its writer; it stays held: once no unit has that name, `claimctl classify` frees it with a no-unit proof", e.ClaimID, e.Unit)
+}
+
+// neverSpawned returns a *NeverSpawnedError when a classification would
+// hand over a reserved claim without a spawn marker.
+func neverSpawned(res *claimstore.Result) error {
+	rec := res.Record
+	if !res.Adopted || rec == nil || rec.State != claimstore.Reserved || rec.SpawnMarker() {
+		return nil
+	}
+	return &NeverSpawnedError{ClaimID: rec.ClaimID, Unit: UnitFile(rec.UnitName())}
 }
 
 // stringField returns a record member that is a JSON string, or "".

@@ -58,7 +58,10 @@ does not skip that. Killed with SIGKILL, run leaves the unit running and the
 claim held; run --adopt PAIR takes it back: it adopts the claim through
 classify (only when its owner is proven gone), re-attaches to the recorded
 invocation (or process group) while it runs, and releases with a proof only
-when that run is provably over.
+when that run is provably over. A claim that was never spawned (reserved, no
+spawn marker: run was killed after a refused start) has no run to adopt: a
+unit by its name is not its writer, and run --adopt publishes nothing, exits
+6, and leaves it to classify, which frees it once no unit has that name.
 
 --no-unit runs CMD as a direct child in a process group of its own instead
 (the claim names no unit: its unitName is null from the first revision, and
@@ -414,7 +417,12 @@ func adoptRun(e *env, s *claimstore.Store, seat, session claimstore.Key, owner c
 		opts.Units = units
 	}
 	r, res, err := lifecycle.Adopt(ctx, s, seat, session, owner, opts)
+	var never *lifecycle.NeverSpawnedError
 	switch {
+	case errors.As(err, &never):
+		// Held, nothing published: the claim was never spawned, and a
+		// unit by its name is not its writer to wait for or stop.
+		return exitErr{code: exitUncertain, msg: err.Error()}
 	case errors.Is(err, lifecycle.ErrNothingToAdopt):
 		what := "free"
 		if res.Outcome == claimstore.OutcomeStopped && res.Proof != nil {
