@@ -22,7 +22,7 @@ import (
 // machine reads them as foreign-host, and only that machine, after its own
 // reboot, could free them on a boot proof. A decommission record is an
 // operator's durable, attributable assertion that it will not
-// (docs/DECOMMISSION.md; ARCHITECTURE.md, "Trust model"): classify on any other
+// (docs/DECOMMISSION.md, "What the operator asserts"): classify on any other
 // machine then frees that machine's claims of the boots the record names.
 //
 // A machine's records form one history, numbered densely from 1 like a key's

@@ -21,10 +21,11 @@ const (
 	RecordKind    = "writer-claim"
 	// TombstoneKind is the kind of a tombstone: the revision prune
 	// publishes above a free session's head before it removes the key
-	// (ARCHITECTURE.md, "Retention"). It is stopped, with a "pruned"
-	// proof: this store reads it as free (the key being pruned); the
-	// reference implementation, which reads only writer-claim records, as
-	// damaged (held), so that it never links above it.
+	// (docs/PROTOCOL.md, "Prune against a publish, edge by edge"). It is
+	// stopped, with a "pruned" proof: this store reads it as free (the key
+	// being pruned); the reference implementation, which reads only
+	// writer-claim records, as damaged (held), so that it never links above
+	// it.
 	TombstoneKind = "claimstore-prune"
 )
 

@@ -118,8 +118,9 @@ func (j *judgement) refused() {
 
 // 1a. Another machine's claim, of a boot that machine's newest
 // decommission record names: the operator asserted that no writer of that
-// boot will ever run again (ARCHITECTURE.md, trust model), which is the
-// one fact about another machine's writer that this machine can rest on.
+// boot will ever run again (docs/DECOMMISSION.md, "What the operator
+// asserts"), which is the one fact about another machine's writer that
+// this machine can rest on.
 // Everything else about the pair must be as plain as row 7 needs it: one
 // claim holding, no damaged head, the claim's own pair, a well-formed boot
 // its owner agrees with. Anything less is left to row 2 (held,

@@ -665,10 +665,11 @@ func modelHeadRef(hist []hrec) mhead {
 }
 
 // judgeHere is hostid's verdict on the recorded owner, as hostid/doc.go
-// and ARCHITECTURE.md's trust model describe it: invalid when malformed;
-// gone after another boot (the owner's own boot, or the record's host boot
-// when it recorded none); unknown from another PID namespace, for a zombie,
-// without a start, or when only EPERM answers; else the pid decides.
+// and docs/PROTOCOL.md ("The trust model in detail") describe it: invalid
+// when malformed; gone after another boot (the owner's own boot, or the
+// record's host boot when it recorded none); unknown from another PID
+// namespace, for a zombie, without a start, or when only EPERM answers;
+// else the pid decides.
 func (w tableWorld) judgeHere(c *tcase) hostid.State {
 	if c.owner == ownInvalid {
 		return hostid.Invalid
