@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/claimstore/claimstore/claimstore/etcdbackend"
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -182,19 +181,7 @@ func TestLostReply(t *testing.T) {
 	for _, cut := range []etcdtest.Cut{etcdtest.CutBeforeRequest, etcdtest.CutAfterRequest, etcdtest.CutHoldRequest} {
 		for _, rival := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v/rival=%v", cut, rival), func(t *testing.T) {
-				p := etcdtest.NewProxy(t, c.Members[0].ClientURL.Host)
-				p.Hold = 1500 * time.Millisecond
-				cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.URL()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { cli.Close() })
-				prefix := etcdtest.Prefix(t)
-				b, err := etcdbackend.New(cli, prefix, &etcdbackend.Options{RequestTimeout: 500 * time.Millisecond, ResolveTimeout: 20 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				other, _ := etcdbackend.New(direct, prefix, nil)
+				p, b, other := proxied(t, c, direct)
 				// Warm the connection so that the next bytes the client
 				// sends are the transaction.
 				if _, _, err := b.Head(context.Background(), loc); err != nil {
@@ -209,7 +196,7 @@ func TestLostReply(t *testing.T) {
 						_ = other.Publish(context.Background(), loc, 1, theirs, nil)
 					}()
 				}
-				err = b.Publish(context.Background(), loc, 1, mine, nil)
+				err := b.Publish(context.Background(), loc, 1, mine, nil)
 				if rival && cut == etcdtest.CutAfterRequest {
 					// Ours reached the server first: the rival loses.
 					if rerr := other.Publish(context.Background(), loc, 1, theirs, nil); !errors.Is(rerr, storage.ErrRevisionExists) {

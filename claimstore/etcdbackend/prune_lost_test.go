@@ -33,22 +33,7 @@ func TestLostReplyGuardedDelete(t *testing.T) {
 		for _, rival := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v/rival=%v", cut, rival), func(t *testing.T) {
 				ctx := context.Background()
-				p := etcdtest.NewProxy(t, c.Members[0].ClientURL.Host)
-				p.Hold = 1500 * time.Millisecond
-				cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.URL()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { cli.Close() })
-				prefix := etcdtest.Prefix(t)
-				b, err := etcdbackend.New(cli, prefix, &etcdbackend.Options{RequestTimeout: 500 * time.Millisecond, ResolveTimeout: 20 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				other, err := etcdbackend.New(direct, prefix, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				p, b, other := proxied(t, c, direct)
 				const n = 3
 				head := []byte("free head\n")
 				for i := uint64(1); i <= n; i++ {
@@ -87,7 +72,7 @@ func TestLostReplyGuardedDelete(t *testing.T) {
 						rivalErr <- publishOver()
 					}()
 				}
-				err = b.RemoveKey(ctx, loc, n, head)
+				err := b.RemoveKey(ctx, loc, n, head)
 				select {
 				case <-fired:
 				case <-time.After(5 * time.Second):
@@ -133,4 +118,30 @@ func TestLostReplyGuardedDelete(t *testing.T) {
 			})
 		}
 	}
+}
+
+// proxied returns a proxy in front of c's first member, a backend that
+// reaches the cluster through it (requests bounded at 500 ms, a lost reply
+// resolved for up to 20 s) and one on the same prefix over direct, for
+// the tests that cut a request's connection and check what the cluster
+// holds.
+func proxied(t *testing.T, c *etcdtest.Cluster, direct *clientv3.Client) (p *etcdtest.Proxy, b, other *etcdbackend.Backend) {
+	t.Helper()
+	p = etcdtest.NewProxy(t, c.Members[0].ClientURL.Host)
+	p.Hold = 1500 * time.Millisecond
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.URL()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	prefix := etcdtest.Prefix(t)
+	b, err = etcdbackend.New(cli, prefix, &etcdbackend.Options{RequestTimeout: 500 * time.Millisecond, ResolveTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err = etcdbackend.New(direct, prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, b, other
 }
