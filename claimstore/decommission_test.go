@@ -126,6 +126,14 @@ func TestDecommission(t *testing.T) {
 		if h, _ := here.Head(ctx, sq); h.N != 0 {
 			t.Errorf("a quarantined acquire published r%d", h.N)
 		}
+		// A request no revision could hold is refused as that first,
+		// whatever the machine's state: an input error (claimctl's usage
+		// error) before any decision about the machine.
+		big := fields(t, dead)
+		big.Fields = map[string]any{"note": strings.Repeat("x", MaxFileSize)}
+		if _, err := dead.Acquire(ctx, sq, xq, big); !errors.Is(err, ErrRecordTooLarge) || errors.Is(err, ErrQuarantined) {
+			t.Errorf("an oversize acquire on the decommissioned machine: %v; want ErrRecordTooLarge, not the quarantine", err)
+		}
 		// Other machines still acquire.
 		sn, xn := pairKeys(t, "new-here")
 		mustAcquire(t, here, sn, xn)
