@@ -519,28 +519,42 @@ func timeoutErr(seat, session claimstore.Key, d string) error {
 // way the watch is made before each read, so a release between the read
 // and the wait wakes it, and a wake-up is only a hint: the pair is read
 // again and decided on what was read. It returns ctx's end as a timeout
-// error, or a signal's as an error.
+// error, or a signal's as an error, wherever it falls: in the wait, or in
+// arming the watch or reading the pair (an etcd read cut by the deadline
+// is the deadline, not a failure of the store).
 func waitFree(ctx context.Context, s *claimstore.Store, seat, session claimstore.Key) (*claimstore.Pair, error) {
 	start := time.Now()
+	readHeld := false
+	ended := func(err error) error {
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded) && readHeld:
+			return timeoutErr(seat, session, time.Since(start).Round(time.Millisecond).String())
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// Never read held in this wait: saying "still held" would
+			// report a state nobody saw.
+			return exitErr{code: exitTimeout, msg: fmt.Sprintf("--timeout passed after %s, before %s + %s could be read; nothing was taken", time.Since(start).Round(time.Millisecond), seat, session)}
+		case ctx.Err() != nil:
+			return exitErr{code: exitError, msg: "interrupted while waiting for the pair; nothing was taken"}
+		}
+		return err
+	}
 	wake, stop, err := pairWaker(ctx, s, seat, session)
 	if err != nil {
-		return nil, err
+		return nil, ended(err)
 	}
 	defer stop()
 	for {
 		p, err := s.Pair(ctx, seat, session)
 		if err != nil {
-			return nil, err
+			return nil, ended(err)
 		}
 		if !p.Held() {
 			return p, nil
 		}
+		readHeld = true
 		if err := wake(ctx); err != nil {
-			switch {
-			case errors.Is(ctx.Err(), context.DeadlineExceeded):
-				return nil, timeoutErr(seat, session, time.Since(start).Round(time.Millisecond).String())
-			case ctx.Err() != nil:
-				return nil, exitErr{code: exitError, msg: "interrupted while waiting for the pair; nothing was taken"}
+			if ctx.Err() != nil {
+				return nil, ended(err)
 			}
 			return nil, fmt.Errorf("waiting for %s + %s: %w", seat, session, err)
 		}
