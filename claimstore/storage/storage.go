@@ -124,7 +124,7 @@ var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, B
 //   - reads and walks: Censuser, OwnHeadChecker, WalkSyncer, LayoutChecker;
 //   - publishing: Stager (and Staged), GuardedPublisher;
 //   - prune: Compacter, KeyRemover, RemovalMarker, KeyBatchRemover,
-//     Sweeper, ArchiveLocator;
+//     Sweeper, ArchiveLocator, FenceCollector;
 //   - waiting and status: Watcher (and Watch), StatusKeeper.
 //
 // TestBackendDocListsEveryCapability keeps this list whole.
@@ -496,6 +496,31 @@ type KeyBatchRemover interface {
 // Sweep removes only what a removal left, never a key's history.
 type Sweeper interface {
 	Sweep(ctx context.Context) (removed int, err error)
+}
+
+// FenceCollector is an optional capability of a backend whose requests
+// can land after their reply was lost, and which fences such a request off
+// with keys it writes (etcd: a fence key per lost reply): removing the
+// fence keys that no request still in flight, anywhere, can get past once
+// they are gone. Prune calls it after its removals (in a dry run, to count
+// what it would collect) and reports what it did. Without it, prune
+// collects nothing: a backend that writes no fences (a directory: a link
+// whose reply was lost is decided by looking at the inode) needs none.
+type FenceCollector interface {
+	// CollectFences removes the fence keys no lost request can still
+	// need, and reports how many it removed (in a dry run: how many it
+	// would) and how many it left, with why. What cannot be collected
+	// now for a reason that is not a failure (a cluster out of space
+	// refuses the write that collection needs) is kept, with why, and is
+	// not an error.
+	CollectFences(ctx context.Context, dryRun bool) (FenceReport, error)
+}
+
+// FenceReport is what FenceCollector.CollectFences did.
+type FenceReport struct {
+	Collected int    // fence keys removed (or, in a dry run, that would be)
+	Kept      int    // fence keys left
+	Why       string // why the kept ones are left, when any are
 }
 
 // ArchiveLocator is an optional capability: where prune archives what it
