@@ -3,8 +3,6 @@ package etcdbackend
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -55,13 +53,21 @@ type Backend struct {
 
 	owned bool // the client was made by Open: Close closes it
 
+	// beforeTxn, when set (by tests), runs before each publishing
+	// transaction is sent: where a prune can move the fence epoch under a
+	// publish, which no proxy stages reliably.
+	beforeTxn func()
+
 	// staging is set on the backend a copy writes with (see Stage): it is
 	// not refused for the root's unfinished-copy mark.
 	staging bool
 
-	mu     sync.Mutex
-	fence  string // this backend's current fence id; see create
-	copyOK bool   // no unfinished-copy mark was found (see checkCopy)
+	mu    sync.Mutex
+	fence fenceID // this backend's current fence and epoch; see create
+	// epochAt is the cluster revision at which fence.epoch was read
+	// (learnEpoch): 0 until the backend has read one.
+	epochAt int64
+	copyOK  bool // no unfinished-copy mark was found (see checkCopy)
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -95,7 +101,7 @@ func New(cli *clientv3.Client, prefix string, opts *Options) (*Backend, error) {
 	if b.pageSize <= 0 {
 		b.pageSize = 1000
 	}
-	b.fence = newFenceID()
+	b.fence = fenceID{id: newFenceID()}
 	return b, nil
 }
 
@@ -442,32 +448,6 @@ func (e *IndeterminateError) Error() string {
 
 func (e *IndeterminateError) Unwrap() error { return e.Cause }
 
-func newFenceID() string {
-	var r [12]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	return hex.EncodeToString(r[:])
-}
-
-func (b *Backend) fenceKey(id string) string { return b.prefix + "/" + fenceDir + "/" + id }
-
-func (b *Backend) currentFence() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.fence
-}
-
-// rotateFence replaces a fence that has been put, so that later
-// transactions are not fenced off by it.
-func (b *Backend) rotateFence(old string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.fence == old {
-		b.fence = newFenceID()
-	}
-}
-
 // The lost-reply rule. A transaction whose reply is lost (a deadline, a
 // leader change, a connection reset after the request was sent) may still
 // be applied, now or later: it is etcd's version of the NFS link whose
@@ -475,11 +455,13 @@ func (b *Backend) rotateFence(old string) {
 // published, another's mean a lost race, and absent means not yet. Absent
 // alone is not an answer, since the request may still be in flight; so
 // every transaction also requires that this backend's fence key was never
-// created, and an absent read-back is followed by putting the fence and
-// reading again. Raft applies in log order, so once the fence's put is
-// acknowledged the lost request has either been applied (the second read
-// sees it) or will fail its compare whenever it arrives: absent is then
-// final. The fence is replaced by a new id for later transactions.
+// created and that the fence epoch is the one it was sent under (fence.go),
+// and an absent read-back is followed by putting the fence and reading
+// again. Raft applies in log order, so once the fence's put is acknowledged
+// the lost request has either been applied (the second read sees it) or
+// will fail its compare whenever it arrives: on the fence while it exists,
+// on the epoch once a prune has moved it and collected the fence. Absent is
+// then final. The fence is replaced by a new id for later transactions.
 //
 // Every other error of the transaction is treated as indeterminate:
 // resolving a definite failure by reading back costs a read and is never
@@ -495,7 +477,8 @@ func (b *Backend) create(ctx context.Context, key string, data []byte) error {
 // createOver is create, guarded by g when it is set (see PrepareOver).
 func (b *Backend) createOver(ctx context.Context, key string, data []byte, g *prevGuard) error {
 	var cause error
-	for attempt := 0; attempt < 3; attempt++ {
+	moves := 0
+	for attempt := 0; attempt < 3; {
 		fence := b.currentFence()
 		resp, err := b.txnLeader(ctx, key, data, fence, g)
 		switch {
@@ -518,10 +501,24 @@ func (b *Backend) createOver(ctx context.Context, key string, data []byte, g *pr
 			if g != nil && g.moved(resp) {
 				return pathErr("publish", key, fmt.Errorf("%w: %s is no longer the revision read", storage.ErrHeadMoved, g.key))
 			}
+			if now := epochOf((*clientv3.GetResponse)(resp.Responses[len(resp.Responses)-1].GetResponseRange())); now != fence.epoch {
+				// A prune moved the epoch (or this backend never read
+				// it): the transaction failed on it and nothing else, so
+				// it is sent again under the epoch its Else read, without
+				// using up an attempt — it is neither a lost race nor a
+				// lost reply.
+				b.learnEpoch(now, resp.Header.Revision)
+				if moves++; moves < maxEpochMoves {
+					continue
+				}
+				return pathErr("publish", key, fmt.Errorf("not published: the fence epoch %s moved %d times while this revision was being published (a prune collecting fences in a loop?); nothing was written; try again", b.epochKey(), moves))
+			}
 			// Fenced off by a concurrent resolve of this backend: the
 			// fence was replaced; try again under the new one.
+			attempt++
 			continue
 		}
+		attempt++
 		cause = err
 		published, err := b.resolveLost(ctx, key, data, fence, err)
 		if err != nil || published {
@@ -533,17 +530,21 @@ func (b *Backend) createOver(ctx context.Context, key string, data []byte, g *pr
 }
 
 // createTxn is the publishing transaction: create key with data if it
-// was never created and the fence was never put.
-func (b *Backend) createTxn(ctx context.Context, key string, data []byte, fence string, g *prevGuard) (*clientv3.TxnResponse, error) {
+// was never created, the fence was never put and the epoch is the fence's.
+// Its Else reads the key, the guarded revision (when g is set) and, last,
+// the epoch, so that a failure says which compare failed.
+func (b *Backend) createTxn(ctx context.Context, key string, data []byte, fence fenceID, g *prevGuard) (*clientv3.TxnResponse, error) {
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(b.fenceKey(fence)), "=", 0),
+		clientv3.Compare(clientv3.ModRevision(b.epochKey()), "=", fence.epoch),
 	}
 	orElse := []clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())}
 	if g != nil {
 		cmps = append(cmps, clientv3.Compare(clientv3.Value(g.key), "=", string(g.value)))
 		orElse = append(orElse, clientv3.OpGet(g.key))
 	}
+	orElse = append(orElse, clientv3.OpGet(b.epochKey(), clientv3.WithKeysOnly()))
 	return b.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(data))).Else(orElse...).Commit()
 }
 
@@ -551,7 +552,7 @@ func (b *Backend) createTxn(ctx context.Context, key string, data []byte, fence 
 // sent under fence: true when it was published, false when it was not and
 // cannot be any more, or an error (ErrRevisionExists for a lost race, an
 // *IndeterminateError when the cluster cannot be read back in time).
-func (b *Backend) resolveLost(ctx context.Context, key string, data []byte, fence string, cause error) (bool, error) {
+func (b *Backend) resolveLost(ctx context.Context, key string, data []byte, fence fenceID, cause error) (bool, error) {
 	deadline := time.Now().Add(b.resolve)
 	last := cause
 	fenced := false
@@ -602,10 +603,12 @@ func (b *Backend) resolveLost(ctx context.Context, key string, data []byte, fenc
 			if isNoSpace(err) || isAccess(err) {
 				// The fence cannot be put (a full cluster refuses every
 				// write; a role may lack the fences' keys), so absent
-				// cannot be made final: undecided until an operator acts.
-				// A NOSPACE put may still have been applied (see
-				// decideRefusedForSpace): then it is the fence.
-				if fr, ferr := b.getFence(ctx, fence); ferr == nil && fr {
+				// cannot be made final by it: undecided until an
+				// operator acts — unless the fence is there after all
+				// (a NOSPACE put may still have been applied: see
+				// decideRefusedForSpace), or the epoch has moved past
+				// the request's, which stops it as surely.
+				if fr, ferr := b.fencedOff(ctx, fence); ferr == nil && fr {
 					fenced = true
 					b.rotateFence(fence)
 					continue
@@ -621,13 +624,17 @@ func (b *Backend) resolveLost(ctx context.Context, key string, data []byte, fenc
 	}
 }
 
-// getFence reports whether fence's key exists.
-func (b *Backend) getFence(ctx context.Context, fence string) (bool, error) {
+// fencedOff reports whether a request sent under fence can no longer
+// apply: its fence key exists, or the epoch is no longer its epoch.
+func (b *Backend) fencedOff(ctx context.Context, fence fenceID) (bool, error) {
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(rctx, b.fenceKey(fence), clientv3.WithKeysOnly())
+	resp, err := b.cli.Txn(rctx).Then(clientv3.OpGet(b.fenceKey(fence), clientv3.WithKeysOnly()), clientv3.OpGet(b.epochKey(), clientv3.WithKeysOnly())).Commit()
 	if err != nil {
 		return false, err
 	}
-	return len(resp.Kvs) > 0, nil
+	put := len(resp.Responses[0].GetResponseRange().Kvs) > 0
+	epoch := epochOf((*clientv3.GetResponse)(resp.Responses[1].GetResponseRange()))
+	b.learnEpoch(epoch, resp.Header.Revision)
+	return put || epoch != fence.epoch, nil
 }

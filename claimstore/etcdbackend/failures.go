@@ -231,9 +231,12 @@ func (b *Backend) decideRefusedForSpace(ctx context.Context, key string, data []
 // (etcd's API refuses a request that requires a leader while its member
 // has none), so it is tried again until one is elected, for at most the
 // request timeout; then the cluster is taken as having lost its quorum.
-func (b *Backend) txnLeader(ctx context.Context, key string, data []byte, fence string, g *prevGuard) (*clientv3.TxnResponse, error) {
+func (b *Backend) txnLeader(ctx context.Context, key string, data []byte, fence fenceID, g *prevGuard) (*clientv3.TxnResponse, error) {
 	deadline := time.Now().Add(b.timeout)
 	for delay := 25 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		if b.beforeTxn != nil {
+			b.beforeTxn()
+		}
 		rctx, cancel := b.ctx(ctx)
 		resp, err := b.createTxn(rctx, key, data, fence, g)
 		cancel()

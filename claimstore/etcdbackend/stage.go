@@ -27,7 +27,10 @@ var _ storage.Stager = (*Backend)(nil)
 // checkCopy fails every operation on a root marked unfinished. It asks the
 // cluster once per backend: a root is marked only while a copy builds it,
 // before anyone uses it, so a backend that found no mark needs no other
-// look.
+// look. The same read-only transaction reads the fence epoch (fence.go),
+// so that the first publish is sent under the current one without a
+// request of its own; an epoch that moves later is learnt from the
+// transaction that fails on it.
 func (b *Backend) checkCopy(ctx context.Context) error {
 	if b.staging {
 		return nil
@@ -40,11 +43,12 @@ func (b *Backend) checkCopy(ctx context.Context) error {
 	}
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(rctx, b.markKey(), clientv3.WithKeysOnly())
+	txn, err := b.cli.Txn(rctx).Then(clientv3.OpGet(b.markKey(), clientv3.WithKeysOnly()), clientv3.OpGet(b.epochKey(), clientv3.WithKeysOnly())).Commit()
 	if err != nil {
 		return b.reqErr(ctx, "read", b.markKey(), err)
 	}
-	if len(resp.Kvs) > 0 {
+	b.learnEpoch(epochOf((*clientv3.GetResponse)(txn.Responses[1].GetResponseRange())), txn.Header.Revision)
+	if resp := txn.Responses[0].GetResponseRange(); len(resp.Kvs) > 0 {
 		return pathErr("open", b.prefix, fmt.Errorf("%w: claimctl copy began copying a root here and did not finish (its mark %s is there), so keys of the source may be missing; finish it by running the same claimctl copy again, or remove it with `claimctl copy --abort --to etcd://…%s`", storage.ErrUnfinishedCopy, b.markKey(), b.prefix))
 	}
 	b.mu.Lock()
@@ -75,7 +79,7 @@ func (b *Backend) Stage(ctx context.Context) (storage.Staged, error) {
 			return nil, pathErr("copy into", b.prefix, fmt.Errorf("%w: keys exist under the prefix; copy into an empty prefix", storage.ErrNotEmpty))
 		}
 	}
-	sb := &Backend{cli: b.cli, root: b.root, prefix: b.prefix, timeout: b.timeout, resolve: b.resolve, pageSize: b.pageSize, staging: true, fence: newFenceID()}
+	sb := &Backend{cli: b.cli, root: b.root, prefix: b.prefix, timeout: b.timeout, resolve: b.resolve, pageSize: b.pageSize, staging: true, fence: fenceID{id: newFenceID()}}
 	return &staged{Backend: sb}, nil
 }
 
