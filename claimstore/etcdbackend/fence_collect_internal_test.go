@@ -9,8 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
 	"github.com/claimstore/claimstore/internal/etcdtest"
@@ -394,4 +396,68 @@ func TestCollectUnderNoSpace(t *testing.T) {
 		t.Errorf("collection after the alarm was disarmed = %+v; want the kept fence collected", rep)
 	}
 	late(t, b, 3, data, curFence)
+}
+
+// TestLostReplyFenceCollection cuts the connection of the transaction
+// that moves the fence epoch and removes the current epoch's fences, at
+// every point (before the request reaches the server, after it with the
+// reply dropped, held until after the client gave up): it is decided by
+// reading the epoch back and sent again while the epoch reads unmoved,
+// and ends with the epoch moved once and the fence gone — also once the
+// held request has landed, which then fails its guard.
+func TestLostReplyFenceCollection(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	direct := c.Client(t)
+	for _, cut := range []etcdtest.Cut{etcdtest.CutBeforeRequest, etcdtest.CutAfterRequest, etcdtest.CutHoldRequest} {
+		t.Run(cut.String(), func(t *testing.T) {
+			ctx := context.Background()
+			p := etcdtest.NewProxy(t, c.Members[0].ClientURL.Host)
+			p.Hold = 1500 * time.Millisecond
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.URL()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cli.Close() })
+			b, err := New(cli, etcdtest.Prefix(t), &Options{RequestTimeout: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fence := b.fenceKey(fenceID{id: newFenceID()}) // epoch 0: the key is absent
+			if _, err := direct.Put(ctx, fence, ""); err != nil {
+				t.Fatal(err)
+			}
+			// Warm the connection, so that the next request the client
+			// sends is the move.
+			if _, err := b.readEpoch(ctx); err != nil {
+				t.Fatal(err)
+			}
+			fired := p.Arm(cut)
+			n, kept, err := b.closeEpoch(ctx, 0)
+			select {
+			case <-fired:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the proxy never cut (closeEpoch returned %d, %q, %v)", n, kept, err)
+			}
+			if err != nil || kept != "" {
+				t.Fatalf("closeEpoch with its transaction cut %v: %d, %q, %v", cut, n, kept, err)
+			}
+			check := func(when string) {
+				t.Helper()
+				resp, err := direct.Get(ctx, b.epochKey())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(resp.Kvs) == 0 || resp.Kvs[0].Version != 1 {
+					t.Errorf("%s: the epoch key is %v; want put once", when, resp.Kvs)
+				}
+				if exists(t, direct, fence) {
+					t.Errorf("%s: the fence is still there", when)
+				}
+			}
+			check("at once")
+			time.Sleep(p.Hold + time.Second)
+			check("after the held request landed")
+			t.Logf("%v: %d counted (a move whose reply was lost is not)", cut, n)
+		})
+	}
 }
