@@ -120,6 +120,13 @@ type PruneReport struct {
 	Swept int `json:"swept"`
 	// Blocked, when set, says why no session key was removed.
 	Blocked string `json:"blocked,omitempty"`
+	// FencesCollected counts the fence keys of lost requests removed (in
+	// a dry run: that would be) on a backend that writes them
+	// (storage.FenceCollector: etcd); FencesKept those left, and
+	// FencesKeptWhy why.
+	FencesCollected int    `json:"fencesCollected"`
+	FencesKept      int    `json:"fencesKept"`
+	FencesKeptWhy   string `json:"fencesKeptWhy,omitempty"`
 }
 
 // candidate is a key prune may act on.
@@ -281,7 +288,7 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 				s.reportDone(rep, c, each)
 			}
 		}
-		return rep, nil
+		return rep, s.collectFences(ctx, true, rep)
 	}
 
 	all := append(sessions, seats...)
@@ -313,6 +320,9 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 			return rep, err
 		}
 	}
+	if err := s.collectFences(ctx, false, rep); err != nil {
+		return rep, err
+	}
 	if arch != nil && opts.ArchiveOlderThan >= 0 {
 		keep := opts.ArchiveOlderThan
 		if keep == 0 {
@@ -325,6 +335,19 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 		}
 	}
 	return rep, nil
+}
+
+// collectFences has the backend remove the fence keys no lost request can
+// still need (storage.FenceCollector), after the removals: a collection
+// that fails then costs none of them.
+func (s *Store) collectFences(ctx context.Context, dryRun bool, rep *PruneReport) error {
+	fc, ok := s.be.(storage.FenceCollector)
+	if !ok {
+		return nil
+	}
+	fr, err := fc.CollectFences(ctx, dryRun)
+	rep.FencesCollected, rep.FencesKept, rep.FencesKeptWhy = fr.Collected, fr.Kept, fr.Why
+	return err
 }
 
 // ErrNoArchive is returned by Prune when it has nowhere to archive what it

@@ -336,6 +336,12 @@ func TestPruneUnderNoSpace(t *testing.T) {
 		runLifecycle(t, s, seat, k)
 	}
 	clk.add(40 * day)
+	// The fence of a lost reply (the epoch key is absent: epoch 0):
+	// collecting it moves the epoch, a put, which the alarm refuses.
+	fence := be.Prefix() + "/fences/e0000000000000000000/0123456789abcdef01234567"
+	if _, err := cli.Put(ctx, fence, ""); err != nil {
+		t.Fatal(err)
+	}
 	c.Fill(t)
 	var got []string
 	o := pruneOpts(t, s, &got)
@@ -345,6 +351,9 @@ func TestPruneUnderNoSpace(t *testing.T) {
 	}
 	if rep.Removed != 3 || rep.Compacted != 0 {
 		t.Fatalf("under NOSPACE: %+v; want the 3 sessions removed and the seat not compacted\n%s", rep, strings.Join(got, "\n"))
+	}
+	if rep.FencesCollected != 0 || rep.FencesKept != 1 || !strings.Contains(rep.FencesKeptWhy, "out of space") {
+		t.Errorf("under NOSPACE: fences collected %d, kept %d (%q); want the fence kept, saying why", rep.FencesCollected, rep.FencesKept, rep.FencesKeptWhy)
 	}
 	if j := strings.Join(got, "\n"); !strings.Contains(j, "kept "+seat.String()+": not compacted now") || !strings.Contains(j, "out of space") {
 		t.Errorf("the seat's compaction is not kept with why:\n%s", j)
@@ -356,8 +365,11 @@ func TestPruneUnderNoSpace(t *testing.T) {
 	}
 	c.Free(t)
 	got = nil
-	if rep, err = s.Prune(ctx, pruneOpts(t, s, &got)); err != nil || rep.Compacted != 1 {
-		t.Fatalf("after the alarm is disarmed: %+v, %v; want the seat compacted", rep, err)
+	if rep, err = s.Prune(ctx, pruneOpts(t, s, &got)); err != nil || rep.Compacted != 1 || rep.FencesCollected != 1 || rep.FencesKept != 0 {
+		t.Fatalf("after the alarm is disarmed: %+v, %v; want the seat compacted and the fence collected", rep, err)
+	}
+	if resp, err := cli.Get(ctx, fence); err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("the fence is still there after it was reported collected (%v)", err)
 	}
 	if h, err := s.Head(ctx, seat); err != nil || h.N != 12 || h.Held() {
 		t.Errorf("compacted seat head %d held=%v %v; want r12 free", h.N, h.Held(), err)
