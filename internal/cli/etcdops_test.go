@@ -297,3 +297,53 @@ func TestEtcdQuorumLost(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdPruneCollectsFences: prune on an etcd root collects the fence
+// keys of lost replies and says so, in words and in its JSON; a dry run
+// counts them and collects nothing; an older claimstore's fence is kept,
+// counted, with why.
+func TestEtcdPruneCollectsFences(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cli := c.Client(t)
+	ctx := context.Background()
+	root := "etcd://" + c.Hosts()[0] + "/claims"
+	ours, old := "/claims/fences/e0000000000000000000/0123456789abcdef01234567", "/claims/fences/89abcdef0123456789abcdef"
+	for _, k := range []string{ours, old} {
+		if _, err := cli.Put(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has := func(k string) bool {
+		resp, err := cli.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(resp.Kvs) > 0
+	}
+	code, out, errs := runEtcd(t, testOptions, nil, nil, "prune", "--root", root, "--no-archive", "--dry-run")
+	t.Logf("prune --dry-run:\n%s", out)
+	if code != exitOK || !strings.Contains(out, "fences that would be collected: 1\n") || !strings.Contains(out, "fences kept: 1: ") || !has(ours) {
+		t.Fatalf("prune --dry-run: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = runEtcd(t, testOptions, nil, nil, "prune", "--root", root, "--no-archive", "--json")
+	if code != exitOK {
+		t.Fatalf("prune: exit %d\n%s%s", code, out, errs)
+	}
+	var j pruneJSON
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if j.FencesCollected != 1 || j.FencesKept != 1 || !strings.Contains(j.FencesKeptWhy, "older claimstore") {
+		t.Errorf("prune --json: fencesCollected %d, fencesKept %d, fencesKeptWhy %q; want 1, 1 and why", j.FencesCollected, j.FencesKept, j.FencesKeptWhy)
+	}
+	if has(ours) || !has(old) {
+		t.Errorf("after prune: our fence there %v (want gone), the older claimstore's there %v (want kept)", has(ours), has(old))
+	}
+	if _, err := cli.Put(ctx, "/claims/fences/e"+strings.Repeat("0", 19)+"/x", ""); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runEtcd(t, testOptions, nil, nil, "prune", "--root", root, "--no-archive")
+	if code != exitOK || !strings.Contains(out, "fences collected: 1\n") {
+		t.Errorf("prune: exit %d\n%s%s", code, out, errs)
+	}
+}

@@ -277,6 +277,9 @@ type pruneJSON struct {
 	ArchivesRemoved int               `json:"archivesRemoved"`
 	Swept           int               `json:"swept"`
 	Blocked         string            `json:"blocked,omitempty"`
+	FencesCollected int               `json:"fencesCollected"`
+	FencesKept      int               `json:"fencesKept"`
+	FencesKeptWhy   string            `json:"fencesKeptWhy,omitempty"`
 	Actions         []pruneActionJSON `json:"actions"`
 }
 
@@ -564,6 +567,9 @@ var jsonTypes = []jsonType{
 		"archivesRemoved": "archive segments removed by their retention",
 		"swept":           "key directories an earlier, interrupted prune left half removed, finished",
 		"blocked":         "why no session was removed, when none could be",
+		"fencesCollected": "etcd: fence keys of lost requests removed (with `--dry-run`: that would be), none of which a request still in flight can need",
+		"fencesKept":      "etcd: fence keys left (an older claimstore's; the current epoch's while the cluster is out of space)",
+		"fencesKeptWhy":   "why they are left, when any are",
 		"actions":         "every action (each a `pruneAction`)",
 	}},
 	{"pruneAction", pruneActionJSON{}, "`prune --json`", map[string]string{

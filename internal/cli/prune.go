@@ -31,6 +31,8 @@ No removal races an acquirer: a session gets a tombstone above its head first
 (the reference implementation reads it as held, this one as free), and is
 removed only if that tombstone is still its head; on etcd each removal is one
 guarded transaction, and works while the cluster's NOSPACE alarm is raised.
+On etcd prune also collects the fence keys of lost requests that none can
+still need ("fences collected: N"); those it must keep, it counts and says why.
 
 Before anything is removed it is appended to an archive segment, fsynced: under
 the root's archive/ on a directory root; an etcd root needs --archive-dir (or
@@ -118,6 +120,7 @@ durable; run it again).`,
 			}
 			j.Keys, j.Removed, j.Compacted, j.Revisions, j.Kept, j.Young = rep.Keys, rep.Removed, rep.Compacted, rep.Revisions, rep.Kept, rep.Young
 			j.Archives, j.ArchivesRemoved, j.Swept, j.Blocked = append([]string{}, rep.Archives...), rep.ArchivesRemoved, rep.Swept, rep.Blocked
+			j.FencesCollected, j.FencesKept, j.FencesKeptWhy = rep.FencesCollected, rep.FencesKept, rep.FencesKeptWhy
 			if c.json {
 				writeJSON(e.stdout, j)
 				return nil
@@ -132,6 +135,16 @@ durable; run it again).`,
 			}
 			if j.Blocked != "" {
 				fmt.Fprintf(e.stdout, "no session was removed: %s\n", escText(j.Blocked))
+			}
+			if j.FencesCollected > 0 {
+				fverb := "fences collected"
+				if *dryRun {
+					fverb = "fences that would be collected"
+				}
+				fmt.Fprintf(e.stdout, "%s: %d\n", fverb, j.FencesCollected)
+			}
+			if j.FencesKept > 0 {
+				fmt.Fprintf(e.stdout, "fences kept: %d: %s\n", j.FencesKept, escText(j.FencesKeptWhy))
 			}
 			return nil
 		}
