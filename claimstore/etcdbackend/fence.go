@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -204,7 +205,7 @@ func (b *Backend) CollectFences(ctx context.Context, dryRun bool) (storage.Fence
 	var why []string
 	if c.flat > 0 {
 		rep.Kept += c.flat
-		why = append(why, fmt.Sprintf("%d fence keys of an older claimstore (directly under %s/%s/) are never collected: their requests compare no epoch, so only the fence stops them (docs/ETCD.md, \"Upgrading\")", c.flat, b.prefix, fenceDir))
+		why = append(why, fmt.Sprintf("an older claimstore's fence keys (%d, directly under %s/%s/) are never collected: their requests compare no epoch, so only the fence stops them (docs/ETCD.md, \"Upgrading\")", c.flat, b.prefix, fenceDir))
 	}
 	var old []int64
 	for e := range c.epochs {
@@ -235,7 +236,7 @@ func (b *Backend) CollectFences(ctx context.Context, dryRun bool) (storage.Fence
 		rep.Collected += n
 		if kept != "" {
 			rep.Kept += cur
-			why = append(why, fmt.Sprintf("%d fence keys of the current epoch: %s", cur, kept))
+			why = append(why, fmt.Sprintf("the current epoch's fence keys (%d): %s", cur, kept))
 		}
 	}
 	rep.Why = strings.Join(why, "; ")
@@ -248,8 +249,8 @@ func (b *Backend) CollectFences(ctx context.Context, dryRun bool) (storage.Fence
 // removed.
 func (b *Backend) deleteEpoch(ctx context.Context, epoch int64) (int, error) {
 	dir := b.epochDir(epoch)
-	var last error
-	for attempt := 0; attempt < 3; attempt++ {
+	deadline := time.Now().Add(b.resolve)
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		rctx, cancel := b.ctx(ctx)
 		resp, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(b.epochKey()), ">", epoch)).
 			Then(clientv3.OpDelete(dir, clientv3.WithPrefix())).Commit()
@@ -268,52 +269,77 @@ func (b *Backend) deleteEpoch(ctx context.Context, epoch int64) (int, error) {
 			return 0, b.reqErr(ctx, "collect fences", dir, err)
 		}
 		// A lost reply: the delete is guarded and idempotent, so it is
-		// sent again; one that lands late removes what is still there,
-		// safely, or nothing.
-		last = err
+		// sent again until ResolveTimeout; one that lands late removes
+		// what is still there, safely, or nothing.
+		if !b.backOff(ctx, deadline, delay) {
+			return 0, b.reqErr(ctx, "collect fences", dir, err)
+		}
 	}
-	return 0, b.reqErr(ctx, "collect fences", dir, last)
+}
+
+// backOff waits delay before a request is sent again, and reports whether
+// it may be: not past deadline, and ctx not done.
+func (b *Backend) backOff(ctx context.Context, deadline time.Time, delay time.Duration) bool {
+	if time.Now().Add(delay).After(deadline) {
+		return false
+	}
+	select {
+	case <-time.After(delay):
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // closeEpoch moves the epoch away from epoch and removes its fence keys,
 // in one transaction guarded on the epoch read: once it applies, no
 // request sent under epoch can. A cluster out of space refuses the put:
-// kept says why, and nothing changed.
+// kept says why, and nothing changed. A lost reply is decided by reading
+// the epoch back; the transaction is sent again while it reads unmoved,
+// until ResolveTimeout (its guard lets at most one copy apply, and a copy
+// that lands late after another moved the epoch fails it).
 func (b *Backend) closeEpoch(ctx context.Context, epoch int64) (collected int, kept string, err error) {
 	key := b.epochKey()
-	rctx, cancel := b.ctx(ctx)
-	resp, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", epoch)).
-		Then(clientv3.OpPut(key, epochValue), clientv3.OpDelete(b.epochDir(epoch), clientv3.WithPrefix())).Commit()
-	cancel()
-	switch {
-	case err != nil && isNoSpace(err):
-		// etcd may apply a put and then answer NOSPACE (see
-		// decideRefusedForSpace): the epoch read back tells; moved, its
-		// fences go by the guarded delete, which the alarm lets through.
-		if now, rerr := b.readEpoch(ctx); rerr == nil && now != epoch {
+	deadline := time.Now().Add(b.resolve)
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		rctx, cancel := b.ctx(ctx)
+		resp, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", epoch)).
+			Then(clientv3.OpPut(key, epochValue), clientv3.OpDelete(b.epochDir(epoch), clientv3.WithPrefix())).Commit()
+		cancel()
+		switch {
+		case err != nil && isNoSpace(err):
+			// etcd may apply a put and then answer NOSPACE (see
+			// decideRefusedForSpace): the epoch read back tells; moved,
+			// its fences go by the guarded delete, which the alarm lets
+			// through.
+			if now, rerr := b.readEpoch(ctx); rerr == nil && now != epoch {
+				n, derr := b.deleteEpoch(ctx, epoch)
+				return n, "", derr
+			}
+			return 0, "the cluster is out of space (NOSPACE alarm), and moving the fence epoch is a put, which it refuses; they are collected by the first prune after the alarm is disarmed", nil
+		case err != nil && (isAccess(err) || ctx.Err() != nil):
+			return 0, "", b.reqErr(ctx, "collect fences", key, err)
+		case err != nil:
+			now, rerr := b.readEpoch(ctx)
+			if rerr == nil && now != epoch {
+				// Moved, by this transaction or another prune's: what
+				// is left of the epoch's fences goes by the guarded
+				// delete (those this one removed are not counted).
+				n, derr := b.deleteEpoch(ctx, epoch)
+				return n, "", derr
+			}
+			// Unmoved, or unread: sent again until ResolveTimeout.
+			if !b.backOff(ctx, deadline, delay) {
+				return 0, "", b.reqErr(ctx, "collect fences", key, errors.Join(err, rerr))
+			}
+			continue
+		case !resp.Succeeded:
+			// Another prune moved it first; its fences may be gone
+			// already.
 			n, derr := b.deleteEpoch(ctx, epoch)
 			return n, "", derr
 		}
-		return 0, "the cluster is out of space (NOSPACE alarm), and moving the fence epoch is a put, which it refuses; they are collected by the first prune after the alarm is disarmed", nil
-	case err != nil && isAccess(err):
-		return 0, "", b.reqErr(ctx, "collect fences", key, err)
-	case err != nil:
-		// A lost reply: the epoch read back tells whether it moved; a
-		// request still in flight that lands later only moves it again.
-		now, rerr := b.readEpoch(ctx)
-		if rerr != nil {
-			return 0, "", b.reqErr(ctx, "collect fences", key, errors.Join(err, rerr))
-		}
-		if now == epoch {
-			return 0, "", b.reqErr(ctx, "collect fences", key, err)
-		}
-		n, derr := b.deleteEpoch(ctx, epoch)
-		return n, "", derr
-	case !resp.Succeeded:
-		// Another prune moved it first; its fences may be gone already.
-		n, derr := b.deleteEpoch(ctx, epoch)
-		return n, "", derr
+		b.learnEpoch(resp.Header.Revision, resp.Header.Revision)
+		return int(resp.Responses[1].GetResponseDeleteRange().Deleted), "", nil
 	}
-	b.learnEpoch(resp.Header.Revision, resp.Header.Revision)
-	return int(resp.Responses[1].GetResponseDeleteRange().Deleted), "", nil
 }
