@@ -13,7 +13,8 @@
 //	<prefix>/session/<hash>/r0000000001.json  revision 1 of a session key
 //	<prefix>/proofs/<id>.json                 a boot proof
 //	<prefix>/status/<name>.json               a status record (claimctl metrics)
-//	<prefix>/fences/<id>                      a fenced-off lost request (below)
+//	<prefix>/fences/e<epoch>/<id>             a fenced-off lost request (below)
+//	<prefix>/fences/epoch                     the fence epoch (below; never deleted)
 //
 // The value is the exact JSON record bytes the directory backend writes to
 // the file (with its trailing newline).
@@ -58,10 +59,30 @@
 // order, so the lost request has then either been applied, or will fail its
 // compare). A not-published revision is tried again (three times in all,
 // then ErrNotPublished); a cluster that cannot be read back in time gives
-// an *IndeterminateError. Nothing is ever guessed. Fence keys are only
-// created on lost replies, one per incident; they are never read for
-// anything else and can be removed when no publish of that backend is
-// running.
+// an *IndeterminateError. Nothing is ever guessed.
+//
+// # Collecting fence keys
+//
+// Fence keys are created on lost replies only, one per incident, and are
+// collected by prune (CollectFences, storage.FenceCollector) once no lost
+// request can still apply — which no delay proves: a frozen member may
+// forward a proposal it held arbitrarily late. So every transaction also
+// requires ModRevision(<prefix>/fences/epoch) == E, the epoch it was sent
+// under (0 while the key is absent, as on every root before its first
+// collection), and its fence key lies under that epoch. Collection first
+// moves the epoch (a put: the key's ModRevision never takes an old value
+// again), in the transaction that deletes the current epoch's fences, and
+// deletes an older epoch's fences only in a transaction guarded by
+// ModRevision(epoch) > E: whatever a fence stopped, the moved epoch stops
+// from then on. A publish whose transaction failed on the epoch alone
+// learns the new one from its Else and is sent again: not a lost race, not
+// a lost reply, and not one of its three attempts. Under the NOSPACE alarm
+// older epochs' fences are still collected (delete-only); the current
+// epoch's wait for the next prune, which says so. An older claimstore's
+// fences (<prefix>/fences/<id>, 24 hex digits) compare no epoch and are
+// never collected. The epoch key must never be deleted: its ModRevision
+// would read 0 again. docs/PROTOCOL.md ("Collecting fence keys") has the
+// argument edge by edge.
 //
 // # Errors etcd gives in production
 //
