@@ -461,3 +461,30 @@ func TestLostReplyFenceCollection(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveUnderNoSpaceBehindAMovedEpoch: a lost reply resolved while
+// the NOSPACE alarm refuses its fence's put is undecided — unless the
+// epoch has moved past the one the request was sent under, which stops it
+// as surely as the fence would: absent is then final, not published.
+func TestResolveUnderNoSpaceBehindAMovedEpoch(t *testing.T) {
+	c := etcdtest.StartQuota(t, 4<<20)
+	cli := c.Client(t)
+	prefix := etcdtest.Prefix(t)
+	b := fenceBackend(t, cli, prefix)
+	stale := fenceBackend(t, cli, prefix)
+	ctx := context.Background()
+	lose(t, b, 1, []byte("a\n"))
+	collect(t, b) // the epoch moves; stale keeps the old one
+	c.Fill(t)
+	key := stale.RevisionKey(fenceLoc, 2)
+	published, err := stale.resolveLost(ctx, key, []byte("b\n"), stale.currentFence(), errors.New("reply lost"))
+	if err != nil || published {
+		t.Errorf("resolveLost under NOSPACE of a request behind a moved epoch = %v, %v; want not published, decided", published, err)
+	}
+	var ind *IndeterminateError
+	published, err = b.resolveLost(ctx, b.RevisionKey(fenceLoc, 3), []byte("c\n"), b.currentFence(), errors.New("reply lost"))
+	if published || !errors.As(err, &ind) {
+		t.Errorf("resolveLost under NOSPACE of a request of the current epoch = %v, %v; want undecided (its fence cannot be put)", published, err)
+	}
+	c.Free(t)
+}
