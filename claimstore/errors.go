@@ -30,6 +30,10 @@ var (
 	// copy to remove.
 	ErrNothingStaged = storage.ErrNothingStaged
 
+	// ErrCopyAborted is returned by a copy whose unfinished root was
+	// removed (copy --abort) while it ran.
+	ErrCopyAborted = storage.ErrCopyAborted
+
 	// ErrCannotWatch is returned by Store.Watch when the backend has no
 	// storage.Watcher (the directory backend: claimctl waits on it with
 	// inotify).

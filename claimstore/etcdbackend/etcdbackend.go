@@ -61,6 +61,10 @@ type Backend struct {
 	// staging is set on the backend a copy writes with (see Stage): it is
 	// not refused for the root's unfinished-copy mark.
 	staging bool
+	// markRev is, when staging, the CreateRevision of the unfinished-copy
+	// mark this copy writes under: a mark removed, or removed and made
+	// again by another copy, stops it (checkMark).
+	markRev int64
 
 	mu    sync.Mutex
 	fence fenceID // this backend's current fence and epoch; see create
@@ -507,6 +511,15 @@ func (b *Backend) createOver(ctx context.Context, key string, data []byte, g *pr
 				// it is sent again under the epoch its Else read, without
 				// using up an attempt — it is neither a lost race nor a
 				// lost reply.
+				if b.staging {
+					// Unstage moves the epoch: a copy still writing
+					// learns here that its root was removed, and stops.
+					// It does not learn the moved epoch, so that every
+					// later write of it comes here again.
+					if err := b.checkMark(ctx); err != nil {
+						return err
+					}
+				}
 				b.learnEpoch(now, resp.Header.Revision)
 				if moves++; moves < maxEpochMoves {
 					continue

@@ -16,6 +16,17 @@ import (
 // the copy deletes the mark. A copy that failed leaves the mark: run again,
 // it resumes (what is there already must be the source's, byte for byte);
 // Unstage deletes the whole prefix, mark and all, in one transaction.
+//
+// Unstage keeps one key: the fence epoch (fence.go), which it moves instead.
+// A copy's writes are create-if-absent transactions that compare the epoch
+// they were sent under; a request of an aborted copy still in flight (its
+// process killed, the request held by a member or the network) would find
+// every key it compares deleted — its revision, its fence, an epoch that
+// was never written reads ModRevision 0 — and land in the emptied prefix.
+// The moved epoch fails it, however late it comes, and a copy still
+// running meets the moved epoch on its next write and stops there, having
+// found its mark gone or made again by another copy (checkMark). A prefix
+// that holds only the epoch key is empty for Stage.
 
 // copyMark is the key under the prefix that marks an unfinished copy.
 const copyMark = "copying"
@@ -66,20 +77,24 @@ func (b *Backend) Stage(ctx context.Context) (storage.Staged, error) {
 	if err != nil {
 		return nil, pathErr("read", b.markKey(), err)
 	}
-	if len(resp.Kvs) == 0 {
-		// Marked only if nothing at all is under the prefix: a compare
-		// over a range holds when every key in it does, and an empty range
-		// has none.
-		txn, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(b.prefix+"/"), "=", 0).WithPrefix()).
-			Then(clientv3.OpPut(b.markKey(), "")).Commit()
+	var markRev int64
+	if len(resp.Kvs) > 0 {
+		markRev = resp.Kvs[0].CreateRevision
+	} else {
+		// Marked only if nothing but the fence epoch (left by an aborted
+		// copy) is under the prefix: a compare over a range holds when
+		// every key in it does, and an empty range has none.
+		below, above := b.aroundEpoch()
+		txn, err := b.cli.Txn(rctx).If(below, above).Then(clientv3.OpPut(b.markKey(), "")).Commit()
 		if err != nil {
 			return nil, pathErr("copy into", b.prefix, err)
 		}
 		if !txn.Succeeded {
 			return nil, pathErr("copy into", b.prefix, fmt.Errorf("%w: keys exist under the prefix; copy into an empty prefix", storage.ErrNotEmpty))
 		}
+		markRev = txn.Header.Revision // the put's: the mark's CreateRevision
 	}
-	sb := &Backend{cli: b.cli, root: b.root, prefix: b.prefix, timeout: b.timeout, resolve: b.resolve, pageSize: b.pageSize, staging: true, fence: fenceID{id: newFenceID()}}
+	sb := &Backend{cli: b.cli, root: b.root, prefix: b.prefix, timeout: b.timeout, resolve: b.resolve, pageSize: b.pageSize, staging: true, markRev: markRev, fence: fenceID{id: newFenceID()}}
 	return &staged{Backend: sb}, nil
 }
 
@@ -98,17 +113,47 @@ func (s *staged) Commit(ctx context.Context) error {
 }
 
 // Unstage implements storage.Stager: if the prefix is marked unfinished,
-// everything under it goes, in one transaction guarded on the mark.
+// everything under it goes but the fence epoch, which moves, in one
+// transaction guarded on the mark (see the top of this file for why).
 func (b *Backend) Unstage(ctx context.Context) error {
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
+	epoch := b.epochKey()
 	txn, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(b.markKey()), ">", 0)).
-		Then(clientv3.OpDelete(b.prefix+"/", clientv3.WithPrefix())).Commit()
+		Then(clientv3.OpDelete(b.prefix+"/", clientv3.WithRange(epoch)),
+			clientv3.OpDelete(epoch+"\x00", clientv3.WithRange(clientv3.GetPrefixRangeEnd(b.prefix+"/"))),
+			clientv3.OpPut(epoch, epochValue)).Commit()
 	if err != nil {
 		return pathErr("remove unfinished copy", b.prefix, err)
 	}
 	if !txn.Succeeded {
 		return pathErr("remove unfinished copy", b.prefix, storage.ErrNothingStaged)
+	}
+	return nil
+}
+
+// aroundEpoch returns the compares that hold when nothing under the prefix
+// but the fence epoch key exists: one over the keys sorted before it, one
+// over those after.
+func (b *Backend) aroundEpoch() (below, above clientv3.Cmp) {
+	epoch := b.epochKey()
+	below = clientv3.Compare(clientv3.CreateRevision(b.prefix+"/"), "=", 0).WithRange(epoch)
+	above = clientv3.Compare(clientv3.CreateRevision(epoch+"\x00"), "=", 0).WithRange(clientv3.GetPrefixRangeEnd(b.prefix + "/"))
+	return below, above
+}
+
+// checkMark fails when the mark this staged backend writes under is gone,
+// or is another copy's (made again after an Unstage): the copy was
+// aborted while it ran, and writes no more.
+func (b *Backend) checkMark(ctx context.Context) error {
+	rctx, cancel := b.ctx(ctx)
+	defer cancel()
+	resp, err := b.cli.Get(rctx, b.markKey(), clientv3.WithKeysOnly())
+	if err != nil {
+		return b.reqErr(ctx, "read", b.markKey(), err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != b.markRev {
+		return pathErr("copy into", b.prefix, fmt.Errorf("%w: its mark %s was removed (claimctl copy --abort) after this copy began; nothing more was written; run the copy again to start over", storage.ErrCopyAborted, b.markKey()))
 	}
 	return nil
 }

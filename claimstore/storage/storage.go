@@ -73,6 +73,11 @@ var ErrCannotWatch = errors.New("this backend cannot watch keys")
 // is there to remove.
 var ErrNothingStaged = errors.New("no unfinished copy to remove")
 
+// ErrCopyAborted is returned by a write of a Staged backend whose copy
+// was removed (Unstage, `claimctl copy --abort`) while it ran, whether or
+// not another copy has begun there since: nothing more of it is written.
+var ErrCopyAborted = errors.New("the unfinished copy was removed while it ran")
+
 // MaxRecordSize bounds what a store reads of a revision or a proof: a
 // record is a few hundred bytes; a larger one is damaged (its key reads as
 // held), so that a planted giant value cannot make every reader allocate
