@@ -383,6 +383,24 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 		p.Partition(false)
 	}
 	time.Sleep(800 * time.Millisecond)
+	// The faults are over; the run goes on, healed, until it has exercised
+	// what the checks below need (a loaded machine gets through fewer
+	// operations in the same time), or a minute has passed and they fail.
+	exercised := func() bool {
+		v, ok := counts.Load("acquire-ok")
+		if !ok || v.(*atomic.Int64).Load() < 5 {
+			return false
+		}
+		for _, k := range []string{"classify-freed", "decommissioned", "lifted"} {
+			if _, ok := counts.Load(k); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	for until := time.Now().Add(time.Minute); !exercised() && time.Now().Before(until); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	stop.Store(true)
 	wg.Wait()
 
