@@ -13,6 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+var (
+	_ DirProber  = OSFS{}
+	_ DirScanner = OSFS{}
+)
+
 // CreateUnnamed is CreateTemp's first choice: an O_TMPFILE in dir, a file with no name at all until
 // Link gives it one, so a writer that crashes leaves nothing behind to reap.
 func CreateUnnamed(dir string, perm fs.FileMode) (TempFile, error) {

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command rootgen writes a claim root of finished sessions quickly and
 // honestly, for measuring what a long-lived root costs (docs/BENCHMARKS.md):
 // the same files real lifecycles leave — each session a whole lifecycle
