@@ -201,14 +201,9 @@ func (OSFS) ReadFile(name string) ([]byte, error) {
 	return data, err
 }
 
-func (OSFS) ReadDir(name string) ([]string, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
+// ReadDir lists the names in name (not . and ..), never following a
+// symlink; on Linux through getdents on a bare descriptor (readDirNames).
+func (OSFS) ReadDir(name string) ([]string, error) { return readDirNames(name) }
 
 // Mkdir is os.Mkdir, its failure explained where the errno alone does not
 // say what to do: the directory that refused is name's parent (an
@@ -234,17 +229,7 @@ func (OSFS) Rename(oldpath, newpath string) error {
 	return nil
 }
 
-func (OSFS) SyncDir(name string) error {
-	f, err := safefile.OpenDir(name)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (OSFS) SyncDir(name string) error { return safefile.SyncDir(name) }
 
 func (OSFS) SyncFS(name string) error { return syncFS(name) }
 

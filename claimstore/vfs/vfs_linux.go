@@ -130,6 +130,19 @@ func (OSFS) ScanDir(dir string, each func(name []byte)) error {
 	}
 }
 
+// readDirNames is ReadDir on Linux: ScanDir's getdents on a bare
+// descriptor, each name copied. os.File's Readdirnames cost four fcntl
+// calls and a poller registration attempt per directory listed, and a
+// walk lists every key's directory.
+func readDirNames(dir string) ([]string, error) {
+	var names []string
+	err := OSFS{}.ScanDir(dir, func(name []byte) { names = append(names, string(name)) })
+	if err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
 // ProbeDir opens dir once for many existence checks of names in it:
 // fstatat relative to the open directory resolves one component instead of
 // the whole path, which is most of a probe's cost. Head's probes on a cold

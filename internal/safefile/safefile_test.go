@@ -116,3 +116,34 @@ func TestModeOf(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncDir: a directory is fsynced; a symlink to one, a FIFO or a file
+// where it belongs is refused with its path, never opened for reading.
+func TestSyncDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := SyncDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := filepath.Join(dir, "reg")
+	if err := os.WriteFile(reg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, want string }{{link, "a symlink"}, {fifo, "a FIFO"}, {reg, "a regular file"}} {
+		err := SyncDir(c.name)
+		var pe *fs.PathError
+		if !errors.Is(err, ErrWrongType) || !errors.As(err, &pe) || pe.Path != c.name || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("SyncDir(%s) = %v, want a type error naming it as %s", c.name, err, c.want)
+		}
+	}
+	if err := SyncDir(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("SyncDir(missing) = %v, want ENOENT", err)
+	}
+}
