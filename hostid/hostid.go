@@ -248,11 +248,21 @@ type procStat struct {
 	start string // field 22
 }
 
+// maxStatLine bounds a read of /proc/<pid>/stat, whose line is a few
+// hundred bytes (the command name is at most 16 of them).
+const maxStatLine = 1 << 16
+
 func readStat(pid int) (procStat, error) {
 	name := "/proc/" + strconv.Itoa(pid) + "/stat"
-	b, err := os.ReadFile(name)
+	// Through a bare descriptor (safefile): os.ReadFile's *os.File adds a
+	// second fstat and a poller registration and removal to every
+	// judgement and every identity taken (each acquire reads its owner's).
+	b, err := safefile.ReadFile(name, maxStatLine, &safefile.Options{Follow: true})
 	if err != nil {
 		return procStat{}, err
+	}
+	if len(b) > maxStatLine {
+		return procStat{}, &fs.PathError{Op: "parse", Path: name, Err: errors.New("stat line too long")}
 	}
 	return parseStat(name, pid, string(b))
 }
