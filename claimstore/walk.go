@@ -138,11 +138,11 @@ var (
 )
 
 // walkReaders is how many keys a walk reads at once. Reading a key is a
-// listing and a revision or two, each a few system calls that mostly wait
-// on the kernel (and, on a cold root, on the disk); read one after the
-// other they were a fifth of a whole process's classify --all of 10,000
-// pairs. Sixteen keep two cores and a disk's queue busy; the memory is
-// what each reader holds of one key.
+// listing and a revision or two, each a few system calls that wait on the
+// kernel (and, on a cold root, on the disk); read one after the other, a
+// root's keys were all read before the first pair was classified, with
+// at most one read in flight. Sixteen keep two cores and a disk's queue
+// busy; the memory is what each reader holds of one key.
 const walkReaders = 16
 
 // readKeys reads every key of all with keyInfo, walkReaders at once, and
