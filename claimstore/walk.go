@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"sync"
+	"sync/atomic"
 )
 
 // A walk reads a whole root once — each kind's keys listed once, each key's
@@ -95,13 +97,101 @@ type WalkOptions struct {
 	Progress func(done, total int)
 
 	// tops, if set, receives every readable key's highest revision:
-	// ClassifyAll makes them durable before it decides on any.
+	// ClassifyAll makes them durable before it decides on any. It also
+	// slims what the walk keeps of each key (slimKeyInfo): ClassifyAll,
+	// the one caller that sets it, reads the heads again to classify.
 	tops map[Loc]uint64
+	// readers, if above 0, is how many keys are read at once in place of
+	// walkReaders (tests compare a walk read one key at a time).
+	readers int
+}
+
+// slimKeyInfo keeps of a key only what a walk for ClassifyAll (the one
+// walk that sets WalkOptions.tops) uses: the key, its claim and pair
+// member, its numbers and errors for pairing and orphans, and of its head
+// whether it holds and why not (N, Damage, and in place of the record one
+// of two shared records that hold or do not, as it did). ClassifyAll
+// classifies each pair from its keys alone, reading their heads again;
+// the records, their raw bytes and members were most of the walk's
+// memory, kept for every key until the last pair was classified.
+func slimKeyInfo(in *KeyInfo) {
+	h := in.Head
+	if h == nil {
+		return
+	}
+	slim := &Head{Key: h.Key, N: h.N, Damage: h.Damage}
+	switch {
+	case h.Record == nil:
+	case h.Record.held():
+		slim.Record = slimHeld
+	default:
+		slim.Record = slimFree
+	}
+	in.Head = slim
+}
+
+// slimHeld and slimFree stand for a record that holds its key and one that
+// does not (stopped with a proof), in a slimmed walk; never written to.
+var (
+	slimHeld = &Record{State: Active}
+	slimFree = &Record{State: Stopped, Proof: &Proof{Kind: ProofCohort}}
+)
+
+// walkReaders is how many keys a walk reads at once. Reading a key is a
+// listing and a revision or two, each a few system calls that wait on the
+// kernel (and, on a cold root, on the disk); read one after the other, a
+// root's keys were all read before the first pair was classified, with
+// at most one read in flight. Sixteen keep two cores and a disk's queue
+// busy; the memory is what each reader holds of one key.
+const walkReaders = 16
+
+// readKeys reads every key of all with keyInfo, walkReaders at once, and
+// returns what it read in the order of all: whatever order the reads end
+// in, the walk pairs exactly as a walk reading one key at a time does.
+// Progress is called once per key read, never from two readers at once,
+// with a count that only grows.
+func (s *Store) readKeys(ctx context.Context, all []Loc, opts *WalkOptions) ([]*KeyInfo, error) {
+	out := make([]*KeyInfo, len(all))
+	readers := walkReaders
+	if opts.readers > 0 {
+		readers = opts.readers
+	}
+	var next atomic.Int64
+	var mu sync.Mutex
+	done := 0
+	var wg sync.WaitGroup
+	for range min(readers, len(all)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(all) || ctx.Err() != nil {
+					return
+				}
+				out[i] = s.keyInfo(ctx, all[i])
+				if opts.tops != nil {
+					slimKeyInfo(out[i])
+				}
+				if opts.Progress != nil {
+					mu.Lock()
+					done++
+					opts.Progress(done, len(all))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// A canceled walk may have left keys unread: it returns no walk.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Walk reads every key under the root and pairs them (see Walk). Its cost
 // is one listing per kind and per key, and the newest readable revisions of
-// each key; its memory, what it keeps of the keys it pairs.
+// each key, walkReaders keys at once; its memory, what it keeps of the
+// keys it pairs.
 func (s *Store) Walk(ctx context.Context, opts *WalkOptions) (*Walk, error) {
 	if opts == nil {
 		opts = &WalkOptions{}
@@ -110,24 +200,21 @@ func (s *Store) Walk(ctx context.Context, opts *WalkOptions) (*Walk, error) {
 	if err != nil {
 		return nil, err
 	}
+	read, err := s.readKeys(ctx, all, opts)
+	if err != nil {
+		return nil, err
+	}
 	var infos [2][]*KeyInfo
 	revisions := 0
-	for done, loc := range all {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		in := s.keyInfo(ctx, loc)
+	for _, in := range read {
 		i := 0
-		if loc.Kind == KindSession {
+		if in.Loc.Kind == KindSession {
 			i = 1
 		}
 		infos[i] = append(infos[i], in)
 		revisions += in.Revisions
 		if opts.tops != nil && in.Err == nil && in.Top > 0 {
 			opts.tops[in.Loc] = in.Top
-		}
-		if opts.Progress != nil {
-			opts.Progress(done+1, len(all))
 		}
 	}
 	w := s.pairKeys(infos[0], infos[1], opts.KeepIdle)

@@ -17,7 +17,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -169,47 +168,42 @@ var OS FS = OSFS{}
 // methods.
 type OSFS struct{}
 
+// OSFS is a DirProber and a DirScanner on Linux only (vfs_linux.go says
+// so); elsewhere callers find it is not one and list and probe plainly.
 var (
-	_ FS         = OSFS{}
-	_ DirProber  = OSFS{}
-	_ DirScanner = OSFS{}
-	_ Locker     = OSFS{}
+	_ FS     = OSFS{}
+	_ Locker = OSFS{}
 )
 
 func (OSFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 
+// ReadFile reads a revision or a proof through a bare descriptor
+// (safefile.ReadChecked: no *os.File, whose open costs another fstat and a
+// poller registration attempt per file), never following a symlink,
+// never blocking on a FIFO, and refusing anything but a regular file and
+// anything larger than MaxFileSize before reading it.
 func (OSFS) ReadFile(name string) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is a symlink, which is never followed", ErrNotRegular)}
+	data, err := safefile.ReadChecked(name, MaxFileSize, nil, func(mode fs.FileMode, size int64) error {
+		if !mode.IsRegular() {
+			return &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, safefile.Describe(mode))}
 		}
-		return nil, err
+		if size > MaxFileSize {
+			return &fs.PathError{Op: "read", Path: name, Err: &TooLargeError{Size: size}}
+		}
+		return nil
+	})
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is a symlink, which is never followed", ErrNotRegular)}
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, safefile.Describe(fi.Mode()))}
-	}
-	if fi.Size() > MaxFileSize {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: &TooLargeError{Size: fi.Size()}}
-	}
-	// The size may grow while we read: never read more than one byte past
-	// the bound, so that memory stays bounded whatever the file does.
-	return io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	// The size may grow while it is read: ReadChecked never reads more
+	// than one byte past the bound, so memory stays bounded whatever the
+	// file does.
+	return data, err
 }
 
-func (OSFS) ReadDir(name string) ([]string, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
+// ReadDir lists the names in name (not . and ..), never following a
+// symlink; on Linux through getdents on a bare descriptor (readDirNames).
+func (OSFS) ReadDir(name string) ([]string, error) { return readDirNames(name) }
 
 // Mkdir is os.Mkdir, its failure explained where the errno alone does not
 // say what to do: the directory that refused is name's parent (an
@@ -235,17 +229,7 @@ func (OSFS) Rename(oldpath, newpath string) error {
 	return nil
 }
 
-func (OSFS) SyncDir(name string) error {
-	f, err := safefile.OpenDir(name)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (OSFS) SyncDir(name string) error { return safefile.SyncDir(name) }
 
 func (OSFS) SyncFS(name string) error { return syncFS(name) }
 

@@ -13,6 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+var (
+	_ DirProber  = OSFS{}
+	_ DirScanner = OSFS{}
+)
+
 // CreateUnnamed is CreateTemp's first choice: an O_TMPFILE in dir, a file with no name at all until
 // Link gives it one, so a writer that crashes leaves nothing behind to reap.
 func CreateUnnamed(dir string, perm fs.FileMode) (TempFile, error) {
@@ -123,6 +128,19 @@ func (OSFS) ScanDir(dir string, each func(name []byte)) error {
 			b = b[reclen:]
 		}
 	}
+}
+
+// readDirNames is ReadDir on Linux: ScanDir's getdents on a bare
+// descriptor, each name copied. os.File's Readdirnames cost four fcntl
+// calls and a poller registration attempt per directory listed, and a
+// walk lists every key's directory.
+func readDirNames(dir string) ([]string, error) {
+	var names []string
+	err := OSFS{}.ScanDir(dir, func(name []byte) { names = append(names, string(name)) })
+	if err != nil {
+		return nil, err
+	}
+	return names, nil
 }
 
 // ProbeDir opens dir once for many existence checks of names in it:

@@ -5,6 +5,8 @@ package vfs
 import (
 	"errors"
 	"io/fs"
+	"os"
+	"syscall"
 )
 
 // CreateUnnamed has no unnamed temporary files to offer off Linux: every
@@ -25,3 +27,13 @@ func explainCreate(dir string, err error) error { return err }
 // Lock has no flock to offer off Linux: the directory backend locks within
 // its process.
 func (OSFS) Lock(string, bool) (func() error, error) { return nil, errors.ErrUnsupported }
+
+// readDirNames lists a directory through os.File off Linux.
+func readDirNames(name string) ([]string, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}

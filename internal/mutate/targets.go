@@ -109,7 +109,7 @@ var targets = []target{
 	},
 	{
 		File:  "claimstore/walk.go",
-		Funcs: []string{"Store.keyInfo", "Store.pairKeys", "KeyInfo.Held"},
+		Funcs: []string{"Store.keyInfo", "Store.pairKeys", "KeyInfo.Held", "Store.readKeys", "slimKeyInfo"},
 		Tests: claimstoreTests,
 	},
 	{

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command rootgen writes a claim root of finished sessions quickly and
 // honestly, for measuring what a long-lived root costs (docs/BENCHMARKS.md):
 // the same files real lifecycles leave — each session a whole lifecycle
@@ -9,13 +11,22 @@
 // end makes it durable.
 //
 //	go run ./internal/rootgen -root DIR -sessions 100000 -seats 20 -per-day 2000 [-held 0.01]
+//	go run ./internal/rootgen -root DIR -active 10000
 //
 // Sessions are spread over the seats in turn and over time at -per-day,
 // ending now; -held leaves that share of the newest sessions held
 // (reserved, by an owner of an earlier boot), as a crash would.
+//
+// -active N writes instead a root as a power loss leaves it: N pairs, each
+// its own seat and session, active with a spawn marker (reserved, then
+// active with spawnMarker: true, on both keys), owned by a process of an
+// earlier boot of this machine. `claimctl classify --all` stops every pair
+// with a boot proof: three publishes per pair, what scripts/bench-process
+// measures against the floor of their fsyncs.
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -35,12 +46,19 @@ func main() {
 	seats := flag.Int("seats", 20, "seats they are spread over")
 	perDay := flag.Int("per-day", 2000, "sessions a day")
 	held := flag.Float64("held", 0, "share of the newest sessions left held")
+	active := flag.Int("active", 0, "instead: this many pairs active with a spawn marker, owned by a process of an earlier boot")
 	flag.Parse()
-	if *root == "" || *sessions < 1 || *seats < 1 || *perDay < 1 {
+	if *root == "" || *sessions < 1 || *seats < 1 || *perDay < 1 || *active < 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*root, *sessions, *seats, *perDay, *held); err != nil {
+	var err error
+	if *active > 0 {
+		err = runActive(*root, *active)
+	} else {
+		err = run(*root, *sessions, *seats, *perDay, *held)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "rootgen:", err)
 		os.Exit(1)
 	}
@@ -112,12 +130,131 @@ func run(root string, sessions, seats, perDay int, held float64) error {
 			}
 		}
 	}
+	return syncfs(root)
+}
+
+// syncfs makes everything written under root durable with one syncfs(2).
+func syncfs(root string) error {
 	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
 	return unix.Syncfs(fd)
+}
+
+// earlierBoot is the boot the -active root's owners ran under: a
+// well-formed boot id that is not this one, so that this machine judges
+// them gone by the boot alone, as it would after a reboot.
+const earlierBoot = "00000000-0000-4000-8000-000000000001"
+
+// runActive writes pairs pairs active with a spawn marker (see -active).
+// The records are a real acquire's and spawn-marked advance's, taken from
+// a scratch root, with this boot's id replaced by earlierBoot (the owner
+// and the record's host both name it), and each pair's keys, claim and
+// pair member.
+func runActive(root string, pairs int) error {
+	if _, err := os.Lstat(root); err == nil {
+		return fmt.Errorf("%s exists; give a new directory", root)
+	}
+	tmpl, boot, err := activeTemplates()
+	if err != nil {
+		return err
+	}
+	for i := range tmpl {
+		if !bytes.Contains(tmpl[i], []byte(boot)) {
+			return fmt.Errorf("template %d does not name this boot %s", i+1, boot)
+		}
+		tmpl[i] = bytes.ReplaceAll(tmpl[i], []byte(boot), []byte(earlierBoot))
+	}
+	if err := os.Mkdir(root, 0o700); err != nil {
+		return err
+	}
+	for _, kind := range []claimstore.Kind{claimstore.KindSeat, claimstore.KindSession} {
+		if err := os.Mkdir(filepath.Join(root, string(kind)), 0o700); err != nil {
+			return err
+		}
+	}
+	for i := range pairs {
+		seat, err := claimstore.SeatKey(fmt.Sprintf("seat-%08d", i), "project", "/workspace")
+		if err != nil {
+			return err
+		}
+		session, err := claimstore.SessionKey(fmt.Sprintf("session-%08d", i))
+		if err != nil {
+			return err
+		}
+		id := fmt.Sprintf("c%024x", i+1)
+		for _, k := range []claimstore.Key{seat, session} {
+			dir := filepath.Join(root, string(k.Kind), k.Hash())
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				return err
+			}
+			for r, t := range tmpl {
+				rec, err := claimstore.DecodeRecord(t, tmpl0Key, uint64(r+1))
+				if err != nil {
+					return err
+				}
+				rec.Key, rec.Revision, rec.ClaimID = k, uint64(r+1), id
+				rec.Fields.Set("pair", pairJSON(seat, session))
+				rec.Fields.Set("unitName", []byte(fmt.Sprintf("%q", "mosaic-chat-"+id)))
+				data, err := rec.Marshal()
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(dir, claimstore.RevisionName(uint64(r+1))), data, 0o400); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return syncfs(root)
+}
+
+// activeTemplates runs an acquire and a spawn-marked advance to active
+// through the store in a scratch root and returns the session's two
+// revisions and the boot id they name.
+func activeTemplates() ([2][]byte, string, error) {
+	var out [2][]byte
+	dir, err := os.MkdirTemp("", "rootgen-")
+	if err != nil {
+		return out, "", err
+	}
+	defer os.RemoveAll(dir)
+	be, err := dirbackend.Open(filepath.Join(dir, "root"), nil)
+	if err != nil {
+		return out, "", err
+	}
+	s, err := claimstore.New(be, nil)
+	if err != nil {
+		return out, "", err
+	}
+	ctx := context.Background()
+	seat, _ := claimstore.SeatKey("t", "project", "/workspace")
+	session, _ := claimstore.SessionKey("t")
+	tmpl0Key = session
+	owner, err := s.Self(1)
+	if err != nil {
+		return out, "", err
+	}
+	c, err := s.Acquire(ctx, seat, session, claimstore.AcquireFields{Owner: owner})
+	if err != nil {
+		return out, "", err
+	}
+	if err := s.Advance(ctx, c, claimstore.Patch{State: claimstore.Active, Fields: map[string]any{"spawnMarker": true}}); err != nil {
+		return out, "", err
+	}
+	revs, err := s.Revisions(ctx, session)
+	if err != nil {
+		return out, "", err
+	}
+	if len(revs) != 2 {
+		return out, "", fmt.Errorf("an acquire and an advance left %d revisions", len(revs))
+	}
+	for i := range out {
+		out[i] = revs[i].Data
+	}
+	return out, owner.Boot, nil
 }
 
 type Key = claimstore.Key

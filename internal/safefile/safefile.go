@@ -13,7 +13,6 @@ package safefile
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -82,19 +81,113 @@ func flags(base int, opts *Options) int {
 // than limit knows the file is too large, and memory stays bounded whatever
 // the file does while it is read.
 func ReadFile(name string, limit int64, opts *Options) ([]byte, error) {
-	f, err := os.OpenFile(name, flags(os.O_RDONLY, opts), 0)
+	return ReadChecked(name, limit, opts, func(mode fs.FileMode, _ int64) error {
+		if !mode.IsRegular() {
+			return &fs.PathError{Op: "read", Path: name, Err: &TypeError{Want: "a regular file", Mode: mode}}
+		}
+		return nil
+	})
+}
+
+// ReadChecked opens name as ReadFile does, asks check about the file that
+// was opened (its type and size, from fstat of the open descriptor; a
+// non-nil answer is returned as it is), and reads at most limit+1 bytes.
+//
+// It works on a bare file descriptor (open, fstat, read, close) rather
+// than an *os.File: os.OpenFile costs a second fstat and an attempt to
+// register the descriptor with the runtime's poller (epoll_ctl, refused
+// for a regular file, and for a /proc file a registration and a removal)
+// on every open, and a walk of a root opens a revision or two per key. A
+// read of a regular file never waits for the poller anyway.
+func ReadChecked(name string, limit int64, opts *Options, check func(mode fs.FileMode, size int64) error) ([]byte, error) {
+	fd, err := openFD(name, flags(syscall.O_RDONLY, opts))
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := ignoringEINTR(func() error { return syscall.Fstat(fd, &st) }); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	if err := check(modeOf(uint32(st.Mode)), st.Size); err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: &TypeError{Want: "a regular file", Mode: fi.Mode()}}
+	return readFD(fd, name, st.Size, limit)
+}
+
+// openFD is open(2) of name, retried on EINTR, its error as os.OpenFile
+// words it.
+func openFD(name string, flags int) (int, error) {
+	for {
+		fd, err := syscall.Open(name, flags, 0)
+		if err == nil {
+			return fd, nil
+		}
+		if err != syscall.EINTR {
+			return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
 	}
-	return io.ReadAll(io.LimitReader(f, limit+1))
+}
+
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// readFD reads fd to its end, at most limit+1 bytes, into a buffer sized
+// from the size fstat gave (a /proc file says 0, so it grows as
+// io.ReadAll's does).
+func readFD(fd int, name string, size, limit int64) ([]byte, error) {
+	want := min(size, limit) + 1
+	if want < 512 {
+		want = 512
+	}
+	buf := make([]byte, 0, min(want, limit+1))
+	for int64(len(buf)) <= limit {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		room := buf[len(buf):min(cap(buf), int(limit+1))]
+		n, err := syscall.Read(fd, room)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+	}
+	return buf, nil
+}
+
+// modeOf is the fs.FileMode of a stat mode's type bits, as os.Stat would
+// give them (permission bits included; only the type is ever asked).
+func modeOf(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & syscall.S_IFMT {
+	case syscall.S_IFBLK:
+		mode |= fs.ModeDevice
+	case syscall.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case syscall.S_IFDIR:
+		mode |= fs.ModeDir
+	case syscall.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case syscall.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case syscall.S_IFSOCK:
+		mode |= fs.ModeSocket
+	case syscall.S_IFREG:
+	default:
+		mode |= fs.ModeIrregular
+	}
+	return mode
 }
 
 // OpenDir opens a directory for reading its names or fsyncing it, without
@@ -112,4 +205,31 @@ func OpenDir(name string) (*os.File, error) {
 	// O_DIRECTORY makes the open fail rather than open whatever was put
 	// at name since the Lstat.
 	return os.OpenFile(name, flags(os.O_RDONLY|syscall.O_DIRECTORY, nil), 0)
+}
+
+// SyncDir fsyncs the directory name, opened as OpenDir opens it (never a
+// symlink, never anything but a directory, without blocking), through a
+// bare descriptor: a classification fsyncs a directory per revision and
+// proof it publishes, and an *os.File would add a poller registration
+// attempt to each. Errors are worded as OpenDir's and os.File.Sync's.
+func SyncDir(name string) error {
+	fi, err := os.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return &fs.PathError{Op: "open", Path: name, Err: &TypeError{Want: "a directory", Mode: fi.Mode()}}
+	}
+	fd, err := openFD(name, flags(syscall.O_RDONLY|syscall.O_DIRECTORY, nil))
+	if err != nil {
+		return err
+	}
+	err = ignoringEINTR(func() error { return syscall.Fsync(fd) })
+	if cerr := syscall.Close(fd); err == nil && cerr != nil {
+		return &fs.PathError{Op: "close", Path: name, Err: cerr}
+	}
+	if err != nil {
+		return &fs.PathError{Op: "sync", Path: name, Err: err}
+	}
+	return nil
 }
