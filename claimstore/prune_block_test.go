@@ -72,7 +72,7 @@ func blockRoot(t *testing.T, blocker bool) (s *Store, clk *clock, oldSeat, oldSe
 	}
 	clk.add(40 * day)
 
-	host := &hostidtest.Host{Machine: testMachine, Boot: testBoot, Procs: map[int]string{4242: "123456"}}
+	host := hostidTestHost()
 	be := openHooked(t, root, clk, func(h *hookedBackend) {
 		h.locs = func(ctx context.Context, kind Kind) ([]Loc, error) {
 			if kind != KindSeat {
@@ -160,4 +160,10 @@ func TestPruneStopsWhenSeatsCannotBeListed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostidTestHost is this test machine with pid 4242 running, started at
+// tick 123456: the owner refRecord gives a reference claim.
+func hostidTestHost() *hostidtest.Host {
+	return &hostidtest.Host{Machine: testMachine, Boot: testBoot, Procs: map[int]string{4242: "123456"}}
 }
