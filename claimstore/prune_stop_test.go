@@ -468,3 +468,72 @@ func TestPruningStoreClaimsWhatItRemoved(t *testing.T) {
 	}
 	mustCheckClean(t, openStore(t, root, &TOpts{Now: clk.now}))
 }
+
+// fencedBackend is a hookedBackend that also collects fences
+// (storage.FenceCollector), as etcd does, through a test's hook.
+type fencedBackend struct {
+	*hookedBackend
+	collect func(ctx context.Context, dryRun bool) (storage.FenceReport, error)
+}
+
+func (b *fencedBackend) CollectFences(ctx context.Context, dryRun bool) (storage.FenceReport, error) {
+	return b.collect(ctx, dryRun)
+}
+
+// On a backend that fences lost requests, prune collects the fences after
+// its removals, the last sweep included (a collection that fails then
+// costs none of them), reports what was collected and kept, and fails
+// with the collection's error; a dry run asks for a count only.
+func TestPruneCollectsFencesAfterItsRemovals(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		dry                bool
+		sweepFails         bool
+		collectErr         error
+		wantCalls          []string
+		wantErr            error
+		wantRemoved        bool
+		collected, keptFen int
+	}{
+		{name: "collected", wantCalls: []string{"sweep", "sweep", "collect false"}, wantRemoved: true, collected: 3, keptFen: 1},
+		{name: "dry run", dry: true, wantCalls: []string{"collect true"}, collected: 3, keptFen: 1},
+		{name: "collection fails", collectErr: syscall.EIO, wantCalls: []string{"sweep", "sweep", "collect false"}, wantErr: syscall.EIO, wantRemoved: true, collected: 3, keptFen: 1},
+		{name: "last sweep fails", sweepFails: true, wantCalls: []string{"sweep", "sweep"}, wantErr: syscall.ENOSPC, wantRemoved: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, clk, _, session := pruneFixture(t, newRoot)
+			var calls []string
+			h := openHooked(t, root, clk, func(h *hookedBackend) {
+				h.sweep = func(ctx context.Context) (int, error) {
+					calls = append(calls, "sweep")
+					if tc.sweepFails && len(calls) == 2 {
+						return 0, syscall.ENOSPC
+					}
+					return h.Backend.Sweep(ctx)
+				}
+			}).be.(*hookedBackend)
+			be := &fencedBackend{hookedBackend: h, collect: func(ctx context.Context, dryRun bool) (storage.FenceReport, error) {
+				calls = append(calls, fmt.Sprintf("collect %v", dryRun))
+				return storage.FenceReport{Collected: 3, Kept: 1, Why: "one is the current epoch's"}, tc.collectErr
+			}}
+			s := openStore(t, root, &TOpts{Backend: be, Now: clk.now})
+			rep, _, _, err := pruneRun(t, s, &PruneOptions{OlderThan: 30 * day, DryRun: tc.dry, NoArchive: true})
+			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Prune: %v, want %v", err, tc.wantErr)
+			}
+			if d := cmp.Diff(tc.wantCalls, calls); d != "" {
+				t.Errorf("sweeps and collections, in order (-want +got):\n%s", d)
+			}
+			why := ""
+			if tc.keptFen > 0 {
+				why = "one is the current epoch's"
+			}
+			if d := cmp.Diff([]any{tc.collected, tc.keptFen, why}, []any{rep.FencesCollected, rep.FencesKept, rep.FencesKeptWhy}); d != "" {
+				t.Errorf("fences collected, kept, why (-want +got):\n%s", d)
+			}
+			if n := headN(t, s, session); (n == 0) != tc.wantRemoved {
+				t.Errorf("session head %d, removed want %v", n, tc.wantRemoved)
+			}
+		})
+	}
+}
