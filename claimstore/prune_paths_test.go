@@ -2,9 +2,13 @@ package claimstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -190,4 +194,178 @@ func TestPruneEveryPath(t *testing.T) {
 		}
 	}
 	mustCheckClean(t, s)
+}
+
+// An archive directory given is where the segments go, not the root's
+// own archive.
+func TestPruneArchivesWhereItIsTold(t *testing.T) {
+	root, clk, _, _ := pruneFixture(t, newRoot)
+	s := openStore(t, root, &TOpts{Now: clk.now})
+	dir := filepath.Join(t.TempDir(), "elsewhere")
+	rep, err := s.Prune(context.Background(), &PruneOptions{OlderThan: 30 * day, ArchiveDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Archives) != 1 || filepath.Dir(rep.Archives[0]) != dir {
+		t.Errorf("archives %q, want one segment in %s", rep.Archives, dir)
+	}
+	if _, err := os.Lstat(filepath.Join(root, dirbackend.ArchiveDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the root's own archive was made (%v) though another was given", err)
+	}
+}
+
+// An archive that cannot be written stops the prune before it removes or
+// compacts anything.
+func TestPruneStopsWhenItCannotArchive(t *testing.T) {
+	root, clk, seat, session := pruneFixture(t, newRoot)
+	s := openStore(t, root, &TOpts{Now: clk.now})
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, got, err := pruneRun(t, s, &PruneOptions{OlderThan: 30 * day, ArchiveDir: notDir})
+	if err == nil {
+		t.Fatalf("Prune archiving into a file: no error (actions %q)", got)
+	}
+	if d := cmp.Diff(map[string]prunedKey{seat.String(): {4, 1}, session.String(): {4, 1}}, statesOf(t, s, seat, session)); d != "" {
+		t.Errorf("keys after a failed archive (-want +got):\n%s", d)
+	}
+}
+
+// Archive segments are kept for ArchiveOlderThan (0: the default year;
+// negative: for ever), by the time in their names.
+func TestPruneExpiresArchiveSegments(t *testing.T) {
+	for _, tc := range []struct {
+		keep    time.Duration
+		removed int
+		left    []string
+	}{
+		{0, 1, []string{"ten"}},
+		{-1, 0, []string{"old", "ten"}},
+		{5 * day, 2, nil},
+	} {
+		t.Run(tc.keep.String(), func(t *testing.T) {
+			root, clk, _, _ := pruneFixture(t, newRoot)
+			s := openStore(t, root, &TOpts{Now: clk.now})
+			dir := filepath.Join(root, dirbackend.ArchiveDir)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]string{
+				"old": clk.now().Add(-400*day).UTC().Format("20060102T150405Z") + "-00000000.ndjson.gz",
+				"ten": clk.now().Add(-10*day).UTC().Format("20060102T150405Z") + "-00000001.ndjson.gz",
+			}
+			for _, n := range names {
+				if err := os.WriteFile(filepath.Join(dir, n), nil, 0o400); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := s.Prune(context.Background(), &PruneOptions{OlderThan: 30 * day, ArchiveOlderThan: tc.keep})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.ArchivesRemoved != tc.removed {
+				t.Errorf("ArchivesRemoved %d, want %d", rep.ArchivesRemoved, tc.removed)
+			}
+			var left []string
+			for _, which := range []string{"old", "ten"} {
+				if _, err := os.Lstat(filepath.Join(dir, names[which])); err == nil {
+					left = append(left, which)
+				}
+			}
+			if d := cmp.Diff(tc.left, left); d != "" {
+				t.Errorf("segments left (-want +got):\n%s", d)
+			}
+			if _, err := os.Lstat(rep.Archives[0]); err != nil {
+				t.Errorf("this prune's own segment: %v", err)
+			}
+		})
+	}
+}
+
+// capable is a backend with only the capabilities a test gives it.
+type noRemover struct {
+	storage.Backend
+	storage.Compacter
+	storage.ArchiveLocator
+}
+
+type noCompacter struct {
+	storage.Backend
+	storage.KeyRemover
+	storage.KeyBatchRemover
+	storage.RemovalMarker
+	storage.Sweeper
+	storage.ArchiveLocator
+	storage.GuardedPublisher
+}
+
+// On a backend that cannot remove a key, every old session is kept, with
+// why, and seats are compacted; on one that cannot compact, seats are left
+// alone, unreported, and sessions removed.
+func TestPruneOnABackendWithout(t *testing.T) {
+	for _, without := range []string{"remover", "compacter"} {
+		t.Run(without, func(t *testing.T) {
+			root, clk, seats, sessions := twoSessions(t)
+			be, err := dirbackend.Open(root, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b Backend = noRemover{be, be, be}
+			if without == "compacter" {
+				b = noCompacter{be, be, be, be, be, be, be}
+			}
+			s := openStore(t, root, &TOpts{Backend: b, Now: clk.now})
+			rep, _, got := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day})
+			want := sortedLines(
+				"kept "+sessions[0].String()+": the backend cannot remove a key",
+				"kept "+sessions[1].String()+": the backend cannot remove a key",
+				"compacted "+seats[0].String()+" 1-3",
+				"compacted "+seats[1].String()+" 1-3",
+			)
+			wantRep := &PruneReport{Keys: 4, Compacted: 2, Revisions: 6, Kept: 2}
+			if without == "compacter" {
+				want = sortedLines("removed "+sessions[0].String()+" 1-5", "removed "+sessions[1].String()+" 1-5")
+				wantRep = &PruneReport{Keys: 4, Removed: 2, Revisions: 10}
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("actions (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(wantRep, rep); d != "" {
+				t.Errorf("report (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// An acquire cut between its keys (its seat revision names the session,
+// held; the session still the old claim's, free) holds its pair: the
+// session and the old claim's seat, both free and old, are kept for the
+// claim the held pair names, and the new seat is left alone.
+func TestPruneLeavesAnAcquireBetweenItsKeys(t *testing.T) {
+	root, clk, seat, session := pruneFixture(t, newRoot)
+	cut := openStore(t, root, &TOpts{Now: clk.now, Barrier: func(p Point) error {
+		if p.Barrier == BarrierBetweenKeys {
+			return errCrash
+		}
+		return nil
+	}})
+	other := seatKey(t, "other")
+	if _, err := cut.Acquire(context.Background(), other, session, fields(t, cut)); !errors.Is(err, errCrash) {
+		t.Fatalf("the cut acquire: %v", err)
+	}
+	s := openStore(t, root, &TOpts{Now: clk.now})
+	rep, _, got := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+	h, _ := s.Head(context.Background(), seat)
+	why := ": it names claim " + h.Record.ClaimID + ", which another key still holds"
+	want := sortedLines("kept "+seat.String()+why, "kept "+session.String()+why)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("actions (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(&PruneReport{Keys: 3, Kept: 2}, rep); d != "" {
+		t.Errorf("report (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]prunedKey{seat.String(): {4, 1}, session.String(): {4, 1}, other.String(): {1, 1}}, statesOf(t, s, seat, session, other)); d != "" {
+		t.Errorf("keys (-want +got):\n%s", d)
+	}
 }
