@@ -369,3 +369,67 @@ func TestPruneLeavesAnAcquireBetweenItsKeys(t *testing.T) {
 		t.Errorf("keys (-want +got):\n%s", d)
 	}
 }
+
+// The keys of no pair: an empty key directory (no history: passed over),
+// an idle old session (its seat went on to another claim: removed), and
+// a free pair whose claim an orphan holds (both its keys kept, each with
+// why), read in one walk whatever their order.
+func TestPruneIdleAndOrphanedKeys(t *testing.T) {
+	clk := newClock()
+	root := newRoot(t)
+	s := openStore(t, root, &TOpts{Now: clk.now})
+	// Session "idle" was released on seat "i", which then went on to
+	// session "next": "idle" is a key of no pair.
+	idle := sessionKey(t, "idle")
+	runLifecycle(t, s, seatKey(t, "i"), idle)
+	runLifecycle(t, s, seatKey(t, "i"), sessionKey(t, "next"))
+	for _, k := range []Key{seatKey(t, "empty"), sessionKey(t, "empty")} {
+		if err := os.MkdirAll(s.KeyDir(k), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	namedSeat, named := seatKey(t, "b"), sessionKey(t, "x")
+	c := runLifecycle(t, s, namedSeat, named)
+	orphan := seatKey(t, "orphan")
+	writeRev(t, s, orphan, 1, refRecord(orphan, 1, c.ID, "active").bytes())
+	clk.add(40 * day)
+
+	rep, _, got := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+	why := ": it names claim " + c.ID + ", which another key still holds"
+	want := sortedLines(
+		"removed "+idle.String()+" 1-5",
+		"removed "+sessionKey(t, "next").String()+" 1-5",
+		"compacted "+seatKey(t, "i").String()+" 1-7",
+		"kept "+namedSeat.String()+why,
+		"kept "+named.String()+why,
+	)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("actions (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(&PruneReport{Keys: 8, Removed: 2, Compacted: 1, Revisions: 17, Kept: 2}, rep); d != "" {
+		t.Errorf("report (-want +got):\n%s", d)
+	}
+}
+
+// A seat that would block session removals blocks nothing when no session
+// is to be removed: the report says nothing of it.
+func TestPruneBlockedOnlyWhenASessionWaits(t *testing.T) {
+	clk := newClock()
+	root := newRoot(t)
+	w := openStore(t, root, &TOpts{Now: clk.now})
+	seat := seatKey(t, "a")
+	runLifecycle(t, w, seat, sessionKey(t, "a"))
+	live := seatKey(t, "ref-live")
+	writeRev(t, w, live, 1, refRecord(live, 1, liveRefClaim, "active").bytes())
+	clk.add(40 * day)
+	// The session is claimed again, young: only the seat's history is old.
+	runLifecycle(t, w, seatKey(t, "b"), sessionKey(t, "a"))
+	s := openStore(t, root, &TOpts{Host: hostidTestHost(), Now: clk.now})
+	rep, _, got := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+	if d := cmp.Diff([]string{"compacted " + seat.String() + " 1-3"}, got); d != "" {
+		t.Errorf("actions (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(&PruneReport{Keys: 4, Compacted: 1, Revisions: 3, Young: 2}, rep); d != "" {
+		t.Errorf("report (-want +got):\n%s", d)
+	}
+}

@@ -497,6 +497,7 @@ func TestPruneCollectsFencesAfterItsRemovals(t *testing.T) {
 	}{
 		{name: "collected", wantCalls: []string{"sweep", "sweep", "collect false"}, wantRemoved: true, collected: 3, keptFen: 1},
 		{name: "dry run", dry: true, wantCalls: []string{"collect true"}, collected: 3, keptFen: 1},
+		{name: "dry run fails", dry: true, collectErr: syscall.EIO, wantCalls: []string{"collect true"}, wantErr: syscall.EIO, collected: 3, keptFen: 1},
 		{name: "collection fails", collectErr: syscall.EIO, wantCalls: []string{"sweep", "sweep", "collect false"}, wantErr: syscall.EIO, wantRemoved: true, collected: 3, keptFen: 1},
 		{name: "last sweep fails", sweepFails: true, wantCalls: []string{"sweep", "sweep"}, wantErr: syscall.ENOSPC, wantRemoved: true},
 	} {
