@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -536,5 +540,131 @@ func TestPruneCollectsFencesAfterItsRemovals(t *testing.T) {
 				t.Errorf("session head %d, removed want %v", n, tc.wantRemoved)
 			}
 		})
+	}
+}
+
+// goroutineWith reports whether some goroutine's stack holds every one of
+// frames: how a test sees where prune's own goroutines are blocked,
+// without waiting for a time.
+func goroutineWith(frames ...string) bool {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		all := true
+		for _, f := range frames {
+			all = all && strings.Contains(g, f)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// A prune canceled while its tombstones are published stops with the
+// cancellation, after every tombstone worker has finished (none is still
+// publishing when Prune returns), and goes no further: no barrier after
+// the tombstones, nothing removed.
+//
+// One worker, two sessions: the first tombstone's hook waits until Prune's
+// goroutine is blocked handing out the second job (past its check of the
+// context for it), then cancels. The second job's tombstone, started
+// after the cancel, reads the clock first: there it watches Prune's
+// goroutine (publishTombstones' own frame; the worker's is its func1)
+// until it is either waiting for the workers, or gone from
+// publishTombstones while this worker still runs.
+func TestPruneCanceledWhilePublishingTombstones(t *testing.T) {
+	root, clk, _, sessions := twoSessions(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var after []string
+	left := make(chan bool, 1)
+	var once sync.Once
+	now := func() time.Time {
+		if ctx.Err() != nil {
+			once.Do(func() {
+				for {
+					if goroutineWith(".publishTombstones(", "sync.(*WaitGroup).Wait(") {
+						left <- false
+						return
+					}
+					if !goroutineWith(".publishTombstones(") {
+						left <- true
+						return
+					}
+					runtime.Gosched()
+				}
+			})
+		}
+		return clk.now()
+	}
+	s := openStore(t, root, &TOpts{Now: now, Barrier: func(p Point) error {
+		if ctx.Err() != nil {
+			mu.Lock()
+			after = append(after, string(p.Barrier)+" "+string(p.Key.Kind))
+			mu.Unlock()
+			return nil
+		}
+		if p.Barrier == BarrierTempWritten && p.Key == sessions[0] {
+			for !goroutineWith(".publishTombstones(", "[chan send") {
+				runtime.Gosched()
+			}
+			cancel()
+		}
+		return nil
+	}})
+	_, err := s.Prune(ctx, &PruneOptions{OlderThan: 30 * day, Workers: 1, NoArchive: true})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Prune: %v, want the cancellation", err)
+	}
+	if <-left {
+		t.Errorf("Prune left publishTombstones while a tombstone worker was still publishing")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range after {
+		if strings.HasPrefix(a, string(BarrierTombstoned)) || strings.HasPrefix(a, string(BarrierBeforeRemove)) {
+			t.Errorf("barrier %s met after the cancellation", a)
+		}
+	}
+	for _, k := range sessions {
+		if n := headN(t, s, k); n == 0 {
+			t.Errorf("%s removed after the cancellation", k)
+		}
+	}
+}
+
+// Canceled as the last tombstone is made durable (every publish done, none
+// failed), prune still stops there, with the cancellation: it meets no
+// barrier after the tombstones and removes nothing.
+func TestPruneCanceledAsTheLastTombstoneLands(t *testing.T) {
+	root, clk, _, sessions := twoSessions(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	synced := 0
+	var after []string
+	s := openStore(t, root, &TOpts{Now: clk.now, Sequential: true, Barrier: func(p Point) error {
+		if ctx.Err() != nil {
+			after = append(after, string(p.Barrier))
+		}
+		if p.Barrier == BarrierDirSynced && p.Key.Kind == KindSession {
+			if synced++; synced == len(sessions) {
+				cancel()
+			}
+		}
+		return nil
+	}})
+	_, err := s.Prune(ctx, &PruneOptions{OlderThan: 30 * day, Workers: 1, NoArchive: true})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Prune: %v, want the cancellation", err)
+	}
+	if after != nil {
+		t.Errorf("barriers met after the cancellation: %q", after)
+	}
+	for _, k := range sessions {
+		if n := headN(t, s, k); n != 5 {
+			t.Errorf("%s: head %d, want its tombstone r5", k, n)
+		}
 	}
 }
