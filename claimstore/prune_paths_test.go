@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"testing"
 	"time"
 
@@ -431,5 +432,21 @@ func TestPruneBlockedOnlyWhenASessionWaits(t *testing.T) {
 	}
 	if d := cmp.Diff(&PruneReport{Keys: 4, Compacted: 1, Revisions: 3, Young: 2}, rep); d != "" {
 		t.Errorf("report (-want +got):\n%s", d)
+	}
+}
+
+// Expiring archive segments reads the archive directory even when this
+// prune archived nothing: one that cannot be read (here a file) is the
+// prune's error.
+func TestPruneReportsAnArchiveItCannotExpire(t *testing.T) {
+	s := openStore(t, newRoot(t), nil)
+	runLifecycle(t, s, seatKey(t, "s"), sessionKey(t, "x"))
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Prune(context.Background(), &PruneOptions{OlderThan: 30 * day, ArchiveDir: notDir})
+	if !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("Prune expiring an archive that is a file: %+v, %v; want ENOTDIR", rep, err)
 	}
 }
