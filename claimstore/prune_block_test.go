@@ -167,3 +167,36 @@ func TestPruneStopsWhenSeatsCannotBeListed(t *testing.T) {
 func hostidTestHost() *hostidtest.Host {
 	return &hostidtest.Host{Machine: testMachine, Boot: testBoot, Procs: map[int]string{4242: "123456"}}
 }
+
+// Only a session that holds a reference seat's claim unblocks it: a free
+// session naming the claim (here a released pair whose claim id a
+// reference seat reuses, held by a live owner) does not, and every other
+// session waits.
+func TestPruneBlockedByAClaimNoSessionHolds(t *testing.T) {
+	clk := newClock()
+	root := newRoot(t)
+	w := openStore(t, root, &TOpts{Now: clk.now})
+	namedSeat, named := seatKey(t, "b"), sessionKey(t, "x")
+	c := runLifecycle(t, w, namedSeat, named)
+	ref := seatKey(t, "a")
+	writeRev(t, w, ref, 1, refRecord(ref, 1, c.ID, "active").bytes())
+	oldSeat, old := seatKey(t, "c"), sessionKey(t, "y")
+	runLifecycle(t, w, oldSeat, old)
+	clk.add(40 * day)
+	s := openStore(t, root, &TOpts{Host: hostidTestHost(), Now: clk.now})
+	rep, _, got := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+	block := ref.String() + " is held by claim " + c.ID + ", whose record names no session (the reference implementation's) and no session holds: an acquire may be between its two keys; no session is removed until it completes or its owner is gone (claimctl classify)"
+	why := ": it names claim " + c.ID + ", which another key still holds"
+	want := sortedLines(
+		"kept "+namedSeat.String()+why,
+		"kept "+named.String()+why,
+		"kept "+old.String()+": "+block,
+		"compacted "+oldSeat.String()+" 1-3",
+	)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("actions (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(block, rep.Blocked); d != "" {
+		t.Errorf("Blocked (-want +got):\n%s", d)
+	}
+}
