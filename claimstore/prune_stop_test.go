@@ -668,3 +668,82 @@ func TestPruneCanceledAsTheLastTombstoneLands(t *testing.T) {
 		}
 	}
 }
+
+// noMarks is a RemovalMarker whose removal needs no tombstone (etcd's
+// kind: its removal compares and deletes in one step).
+type noMarks struct{}
+
+func (noMarks) NeedsTombstone() bool { return false }
+
+// unmarkedRemover is singleRemover without a RemovalMarker at all.
+type unmarkedRemover struct {
+	storage.Backend
+	storage.Compacter
+	storage.Sweeper
+	storage.ArchiveLocator
+	storage.GuardedPublisher
+	removeKey func(ctx context.Context, loc Loc, n uint64, head []byte) error
+}
+
+func (b *unmarkedRemover) RemoveKey(ctx context.Context, loc Loc, n uint64, head []byte) error {
+	return b.removeKey(ctx, loc, n, head)
+}
+
+// A backend whose removal needs no tombstone (a marker that says so, or
+// none at all) has each session removed through its free head itself:
+// no revision is published above it.
+func TestPruneWithoutTombstones(t *testing.T) {
+	for _, marked := range []bool{true, false} {
+		t.Run(fmt.Sprintf("marker=%v", marked), func(t *testing.T) {
+			root, clk, seats, sessions := twoSessions(t)
+			h := openHooked(t, root, clk, nil).be.(*hookedBackend)
+			var removed []string
+			removeKey := func(ctx context.Context, loc Loc, n uint64, head []byte) error {
+				removed = append(removed, fmt.Sprintf("%s r%d", loc, n))
+				return h.Backend.RemoveKey(ctx, loc, n, head)
+			}
+			var be Backend = &unmarkedRemover{Backend: h, Compacter: h, Sweeper: h, ArchiveLocator: h, GuardedPublisher: h, removeKey: removeKey}
+			if marked {
+				be = &singleRemover{Backend: h, Compacter: h, RemovalMarker: noMarks{}, Sweeper: h, ArchiveLocator: h, GuardedPublisher: h, removeKey: removeKey}
+			}
+			s := openStore(t, root, &TOpts{Backend: be, Now: clk.now})
+			rep, _, got := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+			want := sortedLines("removed "+sessions[0].String()+" 1-4", "removed "+sessions[1].String()+" 1-4",
+				"compacted "+seats[0].String()+" 1-3", "compacted "+seats[1].String()+" 1-3")
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("actions (-want +got):\n%s", d)
+			}
+			sort.Strings(removed)
+			wantRemoved := sortedLines(sessions[0].Loc().String()+" r4", sessions[1].Loc().String()+" r4")
+			if d := cmp.Diff(wantRemoved, removed); d != "" {
+				t.Errorf("RemoveKey calls (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(&PruneReport{Keys: 4, Removed: 2, Compacted: 2, Revisions: 14}, rep); d != "" {
+				t.Errorf("report (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// With no session to remove, prune publishes no tombstone and meets no
+// barrier of the tombstones' (tombstoned) or of a session's removal: only
+// the seat's compaction.
+func TestPruneTombstonesNothingWithoutASession(t *testing.T) {
+	root, clk, seat, session := pruneFixture(t, newRoot)
+	// The session is claimed again and released now: young.
+	w := openStore(t, root, &TOpts{Now: clk.now})
+	runLifecycle(t, w, seatKey(t, "b"), session)
+	var log barrierLog
+	s := openStore(t, root, &TOpts{Now: clk.now, Barrier: log.hook})
+	_, _, got := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+	if d := cmp.Diff([]string{"compacted " + seat.String() + " 1-3"}, got); d != "" {
+		t.Errorf("actions (-want +got):\n%s", d)
+	}
+	var met []string
+	for _, p := range log.take() {
+		met = append(met, string(p.Barrier)+" "+string(p.Key.Kind))
+	}
+	if d := cmp.Diff([]string{string(BarrierBeforeRemove) + " seat"}, met); d != "" {
+		t.Errorf("barriers met (-want +got):\n%s", d)
+	}
+}
