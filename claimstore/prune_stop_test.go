@@ -747,3 +747,27 @@ func TestPruneTombstonesNothingWithoutASession(t *testing.T) {
 		t.Errorf("barriers met (-want +got):\n%s", d)
 	}
 }
+
+// The store that pruned a session forgets its listing of it (dense up to
+// r5, its tombstone): when the key is written again from revision 1, up
+// to r5 and then r7 (r6 lost), an acquire by that store lists the key
+// again and refuses the gap, rather than trusting its old listing and
+// publishing r6 into it.
+func TestPruningStoreForgetsWhatItListed(t *testing.T) {
+	root, clk, _, session := pruneFixture(t, newRoot)
+	s := openStore(t, root, &TOpts{Now: clk.now})
+	if n := headN(t, s, session); n != 4 {
+		t.Fatalf("head %d, want 4", n)
+	}
+	mustPrune(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+	for _, n := range []uint64{1, 2, 3, 4, 5, 7} {
+		writeRev(t, s, session, n, refRecord(session, n, testClaimID, "stopped").set("proof", `{"kind":"cohortProof","detail":"done"}`).bytes())
+	}
+	c, err := s.Acquire(context.Background(), seatKey(t, "other"), session, fields(t, s))
+	if err == nil {
+		t.Errorf("acquired r%d with r6 lost below r7", c.SessionRev)
+	}
+	if names := dirNames(t, s, session); len(names) != 6 {
+		t.Errorf("session directory %q, want r1-r5 and r7 only", names)
+	}
+}
