@@ -284,7 +284,8 @@ func TestPruneExpiresArchiveSegments(t *testing.T) {
 	}
 }
 
-// capable is a backend with only the capabilities a test gives it.
+// noRemover and noCompacter are the directory backend with only some of
+// its capabilities: without a KeyRemover, and without a Compacter.
 type noRemover struct {
 	storage.Backend
 	storage.Compacter
