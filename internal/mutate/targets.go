@@ -113,6 +113,17 @@ var targets = []target{
 		Tests: claimstoreTests,
 	},
 	{
+		// Retention: what prune removes, keeps, batches, tombstones and
+		// compacts. A mistake here removes history a decision rests on.
+		File: "claimstore/prune.go",
+		Funcs: []string{
+			"Store.Prune", "Store.collectFences", "oldEnough", "Store.compactionOf",
+			"Store.sessionBlock", "Store.pruneBatch", "Store.publishTombstones",
+			"Store.reportDone", "Store.publishTombstone",
+		},
+		Tests: claimstoreTests,
+	},
+	{
 		File:  "hostid/hostid.go",
 		Funcs: []string{"Judge", "parseStat"},
 		// claimstore judges owners through hostid: its classify tests
