@@ -418,6 +418,32 @@ type GuardedPublisher interface {
 	PrepareOver(ctx context.Context, loc Loc, n uint64, data, prev []byte, hook func(Barrier) error) (Prepared, error)
 }
 
+// PrepareRequest is one revision of a PrepareBatch: what Prepare (or,
+// with Prev, PrepareOver) would be given.
+type PrepareRequest struct {
+	Loc  Loc
+	N    uint64
+	Data []byte
+	// Prev, when non-nil and N > 1, is revision N-1 as the caller read it:
+	// the revision is prepared as PrepareOver prepares it (GuardedPublisher).
+	Prev []byte
+	Hook func(Barrier) error
+}
+
+// BatchPreparer is an optional capability: preparing several revisions (a
+// step's seat and session revisions) so that every temporary is written
+// before any is made durable, and then all are made durable at once. A
+// journaling filesystem then commits them together: a sync issued while
+// the other revision was still being written commits again for it.
+//
+// Each revision is prepared, or fails, as its own Prepare (PrepareOver)
+// would: ps[i] is non-nil exactly when errs[i] is nil, and the caller
+// commits or aborts each. Nothing is published. Without it, the store
+// prepares the revisions with Prepare, overlapping them on goroutines.
+type BatchPreparer interface {
+	PrepareBatch(ctx context.Context, reqs []PrepareRequest) (ps []Prepared, errs []error)
+}
+
 // Compacter is an optional capability: dropping the revisions of a key
 // below a base revision while keeping its numbering, so that the key
 // reads exactly as before (the same head, the same next number) and its
