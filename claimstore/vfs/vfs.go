@@ -235,7 +235,12 @@ func (OSFS) Rename(oldpath, newpath string) error {
 	return nil
 }
 
-func (OSFS) SyncDir(name string) error {
+// SyncDir fsyncs the directory name, never through a final symlink.
+func (OSFS) SyncDir(name string) error { return syncDir(name) }
+
+// syncDirPortable is SyncDir where the platform has no cheaper way:
+// safefile.OpenDir refuses a symlink and anything but a directory.
+func syncDirPortable(name string) error {
 	f, err := safefile.OpenDir(name)
 	if err != nil {
 		return err

@@ -25,3 +25,5 @@ func explainCreate(dir string, err error) error { return err }
 // Lock has no flock to offer off Linux: the directory backend locks within
 // its process.
 func (OSFS) Lock(string, bool) (func() error, error) { return nil, errors.ErrUnsupported }
+
+func syncDir(name string) error { return syncDirPortable(name) }
