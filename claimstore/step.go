@@ -289,10 +289,19 @@ func tooLarge(what string) error {
 // keys, and one that failed only on the second would be cut between them.
 // The revision number is taken at its widest, so that the answer does not
 // depend on which number the step publishes.
+//
+// A record far below the bound (every record of a usual claim) is let
+// through on sizeBound, which adds up lengths instead of encoding the
+// record; only one whose bound reaches MaxFileSize is encoded, and then the
+// exact size decides, so that the answer is exactly the encoding's.
 func (s *Store) checkSize(rec *Record, keys ...Key) error {
+	writtenAt := timestamp(s.now())
 	for _, k := range keys {
+		if rec.sizeBound(k, writtenAt) <= MaxFileSize {
+			continue
+		}
 		r := rec.clone()
-		r.Key, r.Revision, r.WrittenAt = k, MaxRevision, timestamp(s.now())
+		r.Key, r.Revision, r.WrittenAt = k, MaxRevision, writtenAt
 		data, err := r.Marshal()
 		if err != nil {
 			return err
@@ -305,6 +314,52 @@ func (s *Store) checkSize(rec *Record, keys ...Key) error {
 		}
 	}
 	return nil
+}
+
+// escapedMax is the most bytes that encoding one byte of a string takes:
+// a control byte is \u00XX, a byte of invalid UTF-8 becomes \ufffd, and
+// U+2028's three bytes a \u2028 (jsJSON); everything else takes fewer.
+const escapedMax = 6
+
+// sizeBound is an upper bound of len(r.Marshal()) with r's key k, its
+// revision at MaxRevision and writtenAt, computed from lengths alone: every
+// string counted as if each byte took escapedMax, every raw member (owner,
+// fields, a host or proof as read) as it is (Marshal compacts them, which
+// never lengthens), every member name once more for the record's own order
+// besides the fields'. It never falls below the encoding, or checkSize
+// would let an oversize record through; how far above it is does not
+// matter, since a bound at MaxFileSize or more is checked exactly.
+func (r *Record) sizeBound(k Key, writtenAt string) int {
+	str := func(s string) int { return escapedMax*len(s) + 2 }
+	// '{', "}\n", version and kind's values (short constants), revision's
+	// digits, and per member a colon and a comma.
+	n := 64
+	for _, name := range recordOrder {
+		n += str(name) + 2
+	}
+	n += str("key") + str("revision") + str("writtenAt") + 6 + 20
+	n += str(r.ClaimID) + str(string(r.State)) + str(writtenAt)
+	if r.Host.raw != nil {
+		n += len(r.Host.raw)
+	} else {
+		n += str("machineId") + str(r.Host.MachineID) + str("bootId") + str(r.Host.BootID) + 4
+	}
+	switch {
+	case r.Proof == nil:
+		n += len("null")
+	case r.Proof.raw != nil:
+		n += len(r.Proof.raw)
+	default:
+		n += str("kind") + str(string(r.Proof.Kind)) + str("ref") + str(r.Proof.Ref) + 4
+	}
+	for _, f := range r.Fields {
+		n += str(f.Name) + 2 + len(f.Value)
+	}
+	n += 2
+	for _, m := range k.members() {
+		n += str(m[0]) + str(m[1]) + 2
+	}
+	return n
 }
 
 // prepareAsync is prepare overlapping the caller's work, unless the store
