@@ -19,7 +19,7 @@ import (
 // Backend is the directory backend: <root>/<kind>/<hash>/r<n>.json on a
 // vfs.FS, the format the reference implementation writes. It implements
 // storage.Backend and the optional storage.Censuser, OwnHeadChecker,
-// WalkSyncer, Stager and LayoutChecker. Its methods are safe for concurrent
+// WalkSyncer, Stager, LayoutChecker and BatchPreparer. Its methods are safe for concurrent
 // use; exclusion between writers, in this process or any other, comes from
 // link(2), not from locks.
 type Backend struct {
@@ -69,6 +69,7 @@ var (
 	_ storage.WalkSyncer     = (*Backend)(nil)
 	_ storage.Stager         = (*Backend)(nil)
 	_ storage.LayoutChecker  = (*Backend)(nil)
+	_ storage.BatchPreparer  = (*Backend)(nil)
 )
 
 // Options configure a Backend. A nil *Options means all defaults.

@@ -122,7 +122,7 @@ var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, B
 // assertion; each says what the store does without it:
 //
 //   - reads and walks: Censuser, OwnHeadChecker, WalkSyncer, LayoutChecker;
-//   - publishing: Stager (and Staged), GuardedPublisher;
+//   - publishing: Stager (and Staged), GuardedPublisher, BatchPreparer;
 //   - prune: Compacter, KeyRemover, RemovalMarker, KeyBatchRemover,
 //     Sweeper, ArchiveLocator, FenceCollector;
 //   - waiting and status: Watcher (and Watch), StatusKeeper.
