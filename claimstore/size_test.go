@@ -193,23 +193,24 @@ func TestSizeBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, where := range []string{"field", "ref"} {
-		record := func(pad string) *Record {
-			t.Helper()
-			f := fields(t, s)
-			if where == "field" {
-				f.Fields = map[string]any{"pad": pad}
-			}
-			rec, err := s.newRecord(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec.Fields.Set(pairMember, pairJSON(seat, session))
-			if where == "ref" {
-				rec.State, rec.Proof = Stopped, NewProof(ProofCohort, pad)
-			}
-			return rec
+	recordIn := func(where, pad string) *Record {
+		t.Helper()
+		f := fields(t, s)
+		if where == "field" {
+			f.Fields = map[string]any{"pad": pad}
 		}
+		rec, err := s.newRecord(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Fields.Set(pairMember, pairJSON(seat, session))
+		if where == "ref" {
+			rec.State, rec.Proof = Stopped, NewProof(ProofCohort, pad)
+		}
+		return rec
+	}
+	for _, where := range []string{"field", "ref"} {
+		record := func(pad string) *Record { return recordIn(where, pad) }
 		for _, unit := range []string{"a", "é", "\"", "\x01", "\u2028", "\xff"} {
 			t.Run(fmt.Sprintf("%s/%q", where, unit), func(t *testing.T) {
 				// The most units that fit, then ASCII to fill up to the
@@ -243,13 +244,32 @@ func TestSizeBound(t *testing.T) {
 			})
 		}
 	}
+	// Every key is checked, not only the first: a record whose bound lets
+	// it through as a revision of a short key is one byte too large as a
+	// revision of a long one.
+	short := seatKey(t, "s")
+	exactOf := func(rec *Record, k Key) int { return widestSize(t, s, rec, k) }
+	base := recordIn("field", "")
+	rec := recordIn("field", strings.Repeat("a", MaxFileSize+1-exactOf(base, session)))
+	if got := exactOf(rec, session); got != MaxFileSize+1 {
+		t.Fatalf("the record built to be %d bytes under the long key is %d", MaxFileSize+1, got)
+	}
+	if b := rec.sizeBound(short, timestamp(s.now())); b > MaxFileSize {
+		t.Fatalf("the bound under the short key is %d bytes, over the limit: the case tests nothing", b)
+	}
+	for _, keys := range [][]Key{{short, session}, {session, short}} {
+		if err := s.checkSize(rec, keys...); !errors.Is(err, ErrRecordTooLarge) {
+			t.Errorf("checkSize (the short key first: %v) of a record %d bytes under the long key: %v", keys[0] == short, MaxFileSize+1, err)
+		}
+	}
+
 	// A usual record is let through on the bound alone: far below it.
 	f := fields(t, s)
-	rec, err := s.newRecord(f)
+	rec, err = s.newRecord(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := rec.sizeBound(seatKey(t, "s"), timestamp(s.now())); b > MaxFileSize/16 {
+	if b := rec.sizeBound(short, timestamp(s.now())); b > MaxFileSize/16 {
 		t.Errorf("the bound of a usual record is %d bytes: checkSize would encode it", b)
 	}
 }
