@@ -2,14 +2,18 @@ package claimstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore/vfs"
+	"github.com/claimstore/claimstore/internal/errorfs"
+	"github.com/google/go-cmp/cmp"
 )
 
 // orderFS is the OS filesystem recording when each write, fsync and link
@@ -196,5 +200,47 @@ func TestStepTemporariesSyncedTogether(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A step whose seat link fails (EIO, nothing linked) leaves the claim at
+// the revisions it had, so that the same call can be retried: the claim
+// counts a revision as its own only once it was linked.
+func TestFailedLinkLeavesTheClaimRetryable(t *testing.T) {
+	efs := errorfs.Wrap(vfs.OS)
+	s := openStore(t, newRoot(t), &TOpts{FS: efs})
+	seat, session := seatKey(t, "s"), sessionKey(t, "x")
+	c := mustAcquire(t, s, seat, session)
+	efs.Add(&errorfs.Rule{Op: errorfs.OpLink, Path: errorfs.Contains(seat.Hash()), Kind: errorfs.Fail, Times: 1})
+	if err := s.Advance(context.Background(), c, Patch{State: Active}); err == nil {
+		t.Fatal("Advance with a failing seat link succeeded")
+	}
+	if c.SeatRev != 1 || c.SessionRev != 1 {
+		t.Errorf("claim at %d/%d after a link that failed, want 1/1", c.SeatRev, c.SessionRev)
+	}
+	if err := s.Advance(context.Background(), c, Patch{State: Active}); err != nil {
+		t.Fatalf("Advance again: %v", err)
+	}
+	if diff := cmp.Diff(revNames(2), dirNames(t, s, seat)); diff != "" {
+		t.Errorf("seat entries (-want +got):\n%s", diff)
+	}
+}
+
+// publish refuses a revision larger than the read side accepts even when
+// no step's checkSize ran before it: nothing is linked.
+func TestPublishRefusesAnOversizeRevision(t *testing.T) {
+	s := openStore(t, newRoot(t), nil)
+	k := sessionKey(t, "x")
+	f := fields(t, s)
+	f.Fields = map[string]any{"huge": strings.Repeat("w", MaxFileSize)}
+	rec, err := s.newRecord(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.publish(context.Background(), k, 1, rec); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("publish of a %d-byte member: %v, want ErrRecordTooLarge", MaxFileSize, err)
+	}
+	if names := dirNames(t, s, k); len(names) != 0 {
+		t.Errorf("%v holds %v after a refused publish", k, names)
 	}
 }
