@@ -16,7 +16,7 @@ import (
 
 // The publish protocol of the directory backend, in two halves so that the
 // half before the exclusive link can overlap other work (a step prepares
-// its session revision while its seat revision is published):
+// its two revisions together, PrepareBatch, before it links either):
 //
 //	Prepare: make the directories that are missing (no fsync yet), create
 //	         a temporary in the key directory, write it, fsync it.
@@ -26,6 +26,11 @@ import (
 //	         on the way is not yet durable — concurrently, and only once the
 //	         link is won, so a writer that loses the race pays no parent
 //	         fsync at all.
+//	PrepareBatch: Prepare for several revisions, each temporary written
+//	         before any is fsynced, then all fsynced at once with the
+//	         parents their directories owe (a step's parents are paid before
+//	         its links, where a journaling filesystem commits them with the
+//	         temporaries).
 //
 // Only the link waits for the temporary's fsync, and nothing is
 // acknowledged before every fsync it needs returned. A directory's entry is
