@@ -1,0 +1,53 @@
+package dirbackend
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/google/go-cmp/cmp"
+)
+
+// PrepareBatch judges each request as Prepare would: a revision number out
+// of range fails that request alone, a cancelled context every one, and
+// the rest are prepared and can be committed.
+func TestPrepareBatchEachRequestOnItsOwn(t *testing.T) {
+	b := New(newRoot(t), nil)
+	other := storage.Loc{Kind: storage.KindSession, Hash: "0123456789abcdef0123456789abcdef"}
+	data := []byte("{}\n")
+	ps, errs := b.PrepareBatch(context.Background(), []storage.PrepareRequest{
+		{Loc: testLoc, N: 0, Data: data},
+		{Loc: testLoc, N: storage.MaxRevision + 1, Data: data},
+		{Loc: testLoc, N: 1, Data: data},
+		{Loc: other, N: 1, Data: data},
+	})
+	for i, want := range []bool{false, false, true, true} {
+		if got := errs[i] == nil && ps[i] != nil; got != want {
+			t.Errorf("request %d prepared: %v (%v), want %v", i, got, errs[i], want)
+		}
+	}
+	for _, p := range ps[2:] {
+		if err := p.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, loc := range []storage.Loc{testLoc, other} {
+		revs, _, err := b.List(context.Background(), loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]uint64{1}, revs); diff != "" {
+			t.Errorf("%v revisions (-want +got):\n%s", loc, diff)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ps, errs = b.PrepareBatch(ctx, []storage.PrepareRequest{{Loc: testLoc, N: 2, Data: data}, {Loc: other, N: 2, Data: data}})
+	for i := range ps {
+		if ps[i] != nil || !errors.Is(errs[i], context.Canceled) {
+			t.Errorf("request %d with a cancelled context: %v, %v", i, ps[i], errs[i])
+		}
+	}
+}
