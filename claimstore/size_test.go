@@ -179,9 +179,10 @@ func widestSize(t *testing.T, s *Store, rec *Record, keys ...Key) int {
 // right at the bound and one byte either side of it, for strings whose
 // bytes encode as themselves, as two (multibyte UTF-8; a quote), and as
 // six (a control byte, U+2028, a byte of invalid UTF-8), in a member given
-// as a field (encoded when given) and in a proof's ref (encoded with the
-// record), with keys of the longest values, all escaped: a bound that
-// counted any of them short would let the record one byte over through.
+// as a field (encoded when given), in a proof's ref (encoded with the
+// record) and in a host read back (kept as read), with keys of the longest
+// values, all escaped: a bound that counted any of them short would let
+// the record one byte over through.
 func TestSizeBound(t *testing.T) {
 	s := openStore(t, newRoot(t), nil)
 	long := strings.Repeat("\x01\"", MaxKeyValueLen/2)
@@ -204,12 +205,21 @@ func TestSizeBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec.Fields.Set(pairMember, pairJSON(seat, session))
-		if where == "ref" {
+		switch where {
+		case "ref":
 			rec.State, rec.Proof = Stopped, NewProof(ProofCohort, pad)
+		case "host":
+			// A host as read back (its raw bytes kept), with a member of
+			// another writer's.
+			raw, err := jsJSON(map[string]any{"machineId": rec.Host.MachineID, "bootId": rec.Host.BootID, "pad": pad})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Host.raw = raw
 		}
 		return rec
 	}
-	for _, where := range []string{"field", "ref"} {
+	for _, where := range []string{"field", "ref", "host"} {
 		record := func(pad string) *Record { return recordIn(where, pad) }
 		for _, unit := range []string{"a", "é", "\"", "\x01", "\u2028", "\xff"} {
 			t.Run(fmt.Sprintf("%s/%q", where, unit), func(t *testing.T) {
