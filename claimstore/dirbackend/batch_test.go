@@ -10,8 +10,8 @@ import (
 )
 
 // PrepareBatch judges each request as Prepare would: a revision number out
-// of range fails that request alone, a cancelled context every one, and
-// the rest are prepared and can be committed.
+// of range, or one already taken, fails that request alone, a cancelled
+// context every one, and the rest are prepared and can be committed.
 func TestPrepareBatchEachRequestOnItsOwn(t *testing.T) {
 	b := New(newRoot(t), nil)
 	other := storage.Loc{Kind: storage.KindSession, Hash: "0123456789abcdef0123456789abcdef"}
@@ -39,6 +39,27 @@ func TestPrepareBatchEachRequestOnItsOwn(t *testing.T) {
 		}
 		if diff := cmp.Diff([]uint64{1}, revs); diff != "" {
 			t.Errorf("%v revisions (-want +got):\n%s", loc, diff)
+		}
+	}
+
+	// A request that fails to stage (its number is taken) fails alone;
+	// the widest number is in range; a head to follow (Prev) at revision
+	// 1 follows nothing, as PrepareOver's.
+	third := storage.Loc{Kind: storage.KindSession, Hash: "fedcba9876543210fedcba9876543210"}
+	ps, errs = b.PrepareBatch(context.Background(), []storage.PrepareRequest{
+		{Loc: testLoc, N: 1, Data: data},
+		{Loc: other, N: storage.MaxRevision, Data: data},
+		{Loc: third, N: 1, Data: data, Prev: []byte("not read\n")},
+	})
+	if !errors.Is(errs[0], storage.ErrRevisionExists) {
+		t.Errorf("a taken number: %v, want ErrRevisionExists", errs[0])
+	}
+	for i, p := range ps[1:] {
+		if errs[i+1] != nil {
+			t.Fatalf("request %d: %v", i+1, errs[i+1])
+		}
+		if err := p.Commit(context.Background()); err != nil {
+			t.Errorf("request %d commit: %v", i+1, err)
 		}
 	}
 
