@@ -3,9 +3,12 @@ package dirbackend
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/claimstore/vfs"
+	"github.com/claimstore/claimstore/internal/errorfs"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -70,5 +73,45 @@ func TestPrepareBatchEachRequestOnItsOwn(t *testing.T) {
 		if ps[i] != nil || !errors.Is(errs[i], context.Canceled) {
 			t.Errorf("request %d with a cancelled context: %v, %v", i, ps[i], errs[i])
 		}
+	}
+}
+
+// A request that fails to stage does not stop the others' fsyncs from being
+// judged: behind it, a temporary's fsync that fails fails its own request
+// (discarded, the error saying so), and one that succeeds meets its
+// temp-synced barrier.
+func TestPrepareBatchBehindAFailedRequest(t *testing.T) {
+	root := newRoot(t)
+	failing := storage.Loc{Kind: storage.KindSession, Hash: "00112233445566778899aabbccddeeff"}
+	efs := errorfs.Wrap(vfs.OS, &errorfs.Rule{Op: errorfs.OpSync, Path: errorfs.Contains(failing.Hash), Kind: errorfs.Fail})
+	b := New(root, &Options{FS: efs})
+	data := []byte("{}\n")
+	p, err := b.Prepare(context.Background(), testLoc, 1, data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var met []storage.Barrier
+	hook := func(bar storage.Barrier) error { met = append(met, bar); return nil }
+	other := storage.Loc{Kind: storage.KindSession, Hash: "0123456789abcdef0123456789abcdef"}
+	ps, errs := b.PrepareBatch(context.Background(), []storage.PrepareRequest{
+		{Loc: testLoc, N: 1, Data: data}, // taken
+		{Loc: other, N: 1, Data: data, Hook: hook},
+	})
+	if errs[0] == nil || errs[1] != nil || ps[1] == nil {
+		t.Fatalf("behind a taken number: %v, %v", errs, ps)
+	}
+	ps[1].Abort()
+	if diff := cmp.Diff([]storage.Barrier{storage.BarrierTempWritten, storage.BarrierTempSynced}, met); diff != "" {
+		t.Errorf("barriers of the request behind (-want +got):\n%s", diff)
+	}
+	ps, errs = b.PrepareBatch(context.Background(), []storage.PrepareRequest{
+		{Loc: testLoc, N: 1, Data: data}, // taken
+		{Loc: failing, N: 1, Data: data},
+	})
+	if ps[1] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "fsync temporary for") {
+		t.Errorf("a failed fsync behind a taken number: %v, %v", ps[1], errs[1])
 	}
 }
