@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -113,5 +114,27 @@ func TestPrepareBatchBehindAFailedRequest(t *testing.T) {
 	})
 	if ps[1] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "fsync temporary for") {
 		t.Errorf("a failed fsync behind a taken number: %v, %v", ps[1], errs[1])
+	}
+}
+
+// A barrier that stops a single publish at temp-synced stops it with its
+// own error and closes the temporary (nothing is left open to leak, or, on
+// a filesystem of named temporaries, behind).
+func TestPrepareStoppedAtTempSyncedClosesIt(t *testing.T) {
+	var fail atomic.Bool
+	var temps, open atomic.Int32
+	b := New(newRoot(t), &Options{FS: faultyOS{fail: &fail, temps: &temps, open: &open}})
+	stop := errors.New("stopped at temp-synced")
+	hook := func(bar storage.Barrier) error {
+		if bar == storage.BarrierTempSynced {
+			return stop
+		}
+		return nil
+	}
+	if _, err := b.Prepare(context.Background(), testLoc, 1, []byte("{}\n"), hook); !errors.Is(err, stop) {
+		t.Errorf("Prepare stopped at temp-synced: %v, want the barrier's error", err)
+	}
+	if temps.Load() != 1 || open.Load() != 0 {
+		t.Errorf("%d temporaries made, %d left open; want 1, 0", temps.Load(), open.Load())
 	}
 }
