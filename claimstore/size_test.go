@@ -3,6 +3,7 @@ package claimstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,4 +152,134 @@ func TestRemovedProofReadsTheSameInALongLivedStore(t *testing.T) {
 		t.Fatalf("after classify, the long-lived store reads the pair unlike a fresh one (-fresh +long):\n%s", diff)
 	}
 	_ = c
+}
+
+// widestSize is the size of rec encoded as a revision of the largest of
+// keys at its widest revision number: what checkSize must compare.
+func widestSize(t *testing.T, s *Store, rec *Record, keys ...Key) int {
+	t.Helper()
+	most := 0
+	for _, k := range keys {
+		r := rec.clone()
+		r.Key, r.Revision, r.WrittenAt = k, MaxRevision, timestamp(s.now())
+		data, err := r.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.sizeBound(k, r.WrittenAt) < len(data) {
+			t.Errorf("sizeBound %d is below the encoding's %d bytes", r.sizeBound(k, r.WrittenAt), len(data))
+		}
+		most = max(most, len(data))
+	}
+	return most
+}
+
+// TestSizeBound: checkSize, which lets a record through on a cheap bound
+// when it is far from MaxFileSize, answers exactly as the encoding does
+// right at the bound and one byte either side of it, for strings whose
+// bytes encode as themselves, as two (multibyte UTF-8; a quote), and as
+// six (a control byte, U+2028, a byte of invalid UTF-8), in a member given
+// as a field (encoded when given), in a proof's ref (encoded with the
+// record) and in a host read back (kept as read), with keys of the longest
+// values, all escaped: a bound that counted any of them short would let
+// the record one byte over through.
+func TestSizeBound(t *testing.T) {
+	s := openStore(t, newRoot(t), nil)
+	long := strings.Repeat("\x01\"", MaxKeyValueLen/2)
+	seat, err := SeatKey(long, long, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := SessionKey(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordIn := func(where, pad string) *Record {
+		t.Helper()
+		f := fields(t, s)
+		if where == "field" {
+			f.Fields = map[string]any{"pad": pad}
+		}
+		rec, err := s.newRecord(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Fields.Set(pairMember, pairJSON(seat, session))
+		switch where {
+		case "ref":
+			rec.State, rec.Proof = Stopped, NewProof(ProofCohort, pad)
+		case "host":
+			// A host as read back (its raw bytes kept), with a member of
+			// another writer's.
+			raw, err := jsJSON(map[string]any{"machineId": rec.Host.MachineID, "bootId": rec.Host.BootID, "pad": pad})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Host.raw = raw
+		}
+		return rec
+	}
+	for _, where := range []string{"field", "ref", "host"} {
+		record := func(pad string) *Record { return recordIn(where, pad) }
+		for _, unit := range []string{"a", "é", "\"", "\x01", "\u2028", "\xff"} {
+			t.Run(fmt.Sprintf("%s/%q", where, unit), func(t *testing.T) {
+				// The most units that fit, then ASCII to fill up to the
+				// byte: estimated from what one unit adds, then stepped to.
+				size := func(m int) int { return widestSize(t, s, record(strings.Repeat(unit, m)), seat, session) }
+				// (From one unit: an empty ref is written as null.)
+				s1 := size(1)
+				lo := 1 + (MaxFileSize-s1)/(size(2)-s1)
+				for lo > 1 && size(lo) > MaxFileSize {
+					lo--
+				}
+				for size(lo+1) <= MaxFileSize {
+					lo++
+				}
+				body := strings.Repeat(unit, lo)
+				fill := MaxFileSize - size(lo)
+				for _, extra := range []int{-1, 0, 1} {
+					if fill+extra < 0 {
+						continue
+					}
+					rec := record(body + strings.Repeat("z", fill+extra))
+					size := widestSize(t, s, rec, seat, session)
+					if want := MaxFileSize + extra; size != want {
+						t.Fatalf("the record built to be %d bytes is %d", want, size)
+					}
+					err := s.checkSize(rec, seat, session)
+					if fits := size <= MaxFileSize; fits != (err == nil) || !fits && !errors.Is(err, ErrRecordTooLarge) {
+						t.Errorf("checkSize of a %d-byte record (bound %d): %v", size, MaxFileSize, err)
+					}
+				}
+			})
+		}
+	}
+	// Every key is checked, not only the first: a record whose bound lets
+	// it through as a revision of a short key is one byte too large as a
+	// revision of a long one.
+	short := seatKey(t, "s")
+	exactOf := func(rec *Record, k Key) int { return widestSize(t, s, rec, k) }
+	base := recordIn("field", "")
+	rec := recordIn("field", strings.Repeat("a", MaxFileSize+1-exactOf(base, session)))
+	if got := exactOf(rec, session); got != MaxFileSize+1 {
+		t.Fatalf("the record built to be %d bytes under the long key is %d", MaxFileSize+1, got)
+	}
+	if b := rec.sizeBound(short, timestamp(s.now())); b > MaxFileSize {
+		t.Fatalf("the bound under the short key is %d bytes, over the limit: the case tests nothing", b)
+	}
+	for _, keys := range [][]Key{{short, session}, {session, short}} {
+		if err := s.checkSize(rec, keys...); !errors.Is(err, ErrRecordTooLarge) {
+			t.Errorf("checkSize (the short key first: %v) of a record %d bytes under the long key: %v", keys[0] == short, MaxFileSize+1, err)
+		}
+	}
+
+	// A usual record is let through on the bound alone: far below it.
+	f := fields(t, s)
+	rec, err = s.newRecord(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := rec.sizeBound(short, timestamp(s.now())); b > MaxFileSize/16 {
+		t.Errorf("the bound of a usual record is %d bytes: checkSize would encode it", b)
+	}
 }

@@ -189,6 +189,22 @@ func (s *Store) prepare(ctx context.Context, k Key, n uint64, rec *Record) *prep
 }
 
 func (s *Store) prepareInto(ctx context.Context, pr *preparing, k Key, n uint64, rec *Record) {
+	hook, ok := pr.encode(s, k, n, rec)
+	if !ok {
+		return
+	}
+	if g, ok := s.be.(storage.GuardedPublisher); ok && pr.prev != nil && n > 1 {
+		pr.p, pr.err = g.PrepareOver(ctx, k.Loc(), n, pr.data, pr.prev, hook)
+		return
+	}
+	pr.p, pr.err = s.be.Prepare(ctx, k.Loc(), n, pr.data, hook)
+}
+
+// encode is the first half of preparing rec as revision n of k: the
+// revision's bytes (pr.data, checked against the size bound) and the
+// barrier hook of its publish. ok is false, with pr.err set, when the
+// revision cannot be published.
+func (pr *preparing) encode(s *Store, k Key, n uint64, rec *Record) (hook func(Barrier) error, ok bool) {
 	pr.s, pr.loc, pr.n, pr.id = s, k.Loc(), n, rec.ClaimID
 	r := rec.clone()
 	r.Key = k
@@ -197,24 +213,58 @@ func (s *Store) prepareInto(ctx context.Context, pr *preparing, k Key, n uint64,
 	data, err := r.Marshal()
 	if err != nil {
 		pr.err = err
-		return
+		return nil, false
 	}
 	if err := sizeOK(k, n, len(data)); err != nil {
 		pr.err = err
-		return
+		return nil, false
 	}
 	pr.data = data
-	hook := func(b Barrier) error {
+	return func(b Barrier) error {
 		if b == BarrierLinked {
 			pr.linked = true
 		}
 		return s.pause(Point{Barrier: b, Key: k, Revision: n, ClaimID: rec.ClaimID})
+	}, true
+}
+
+// prepareStep prepares rec as revision seatN of seat and sessionN of
+// session, a step's two revisions, and returns both prepared (or failed).
+// sessionPrev, when set, is the session's revision sessionN-1 as read,
+// which its publish must follow (see publishOver).
+//
+// On a backend that prepares in batches (storage.BatchPreparer) both
+// temporaries are written before either is made durable, and then both
+// at once, on no goroutine of the store's: see dirbackend's PrepareBatch
+// for why the order matters. Otherwise the session revision is prepared
+// on a goroutine while the seat's is (prepareAsync).
+func (s *Store) prepareStep(ctx context.Context, seat Key, seatN uint64, session Key, sessionN uint64, rec *Record, sessionPrev []byte) (seatP, sessionP *preparing) {
+	bp, ok := s.be.(storage.BatchPreparer)
+	if !ok {
+		sessionP = s.prepareAsync(ctx, session, sessionN, rec, sessionPrev)
+		return s.prepare(ctx, seat, seatN, rec), sessionP
 	}
-	if g, ok := s.be.(storage.GuardedPublisher); ok && pr.prev != nil && n > 1 {
-		pr.p, pr.err = g.PrepareOver(ctx, k.Loc(), n, data, pr.prev, hook)
-		return
+	seatP = &preparing{done: make(chan struct{})}
+	sessionP = &preparing{done: make(chan struct{}), prev: sessionPrev}
+	defer close(seatP.done)
+	defer close(sessionP.done)
+	var reqs []storage.PrepareRequest
+	var to []*preparing
+	for _, x := range []struct {
+		pr *preparing
+		k  Key
+		n  uint64
+	}{{seatP, seat, seatN}, {sessionP, session, sessionN}} {
+		if hook, ok := x.pr.encode(s, x.k, x.n, rec); ok {
+			reqs = append(reqs, storage.PrepareRequest{Loc: x.k.Loc(), N: x.n, Data: x.pr.data, Prev: x.pr.prev, Hook: hook})
+			to = append(to, x.pr)
+		}
 	}
-	pr.p, pr.err = s.be.Prepare(ctx, k.Loc(), n, data, hook)
+	ps, errs := bp.PrepareBatch(ctx, reqs)
+	for i, pr := range to {
+		pr.p, pr.err = ps[i], errs[i]
+	}
+	return seatP, sessionP
 }
 
 // sizeOK refuses a revision larger than the read side accepts: the bound a
@@ -239,10 +289,19 @@ func tooLarge(what string) error {
 // keys, and one that failed only on the second would be cut between them.
 // The revision number is taken at its widest, so that the answer does not
 // depend on which number the step publishes.
+//
+// A record far below the bound (every record of a usual claim) is let
+// through on sizeBound, which adds up lengths instead of encoding the
+// record; only one whose bound reaches MaxFileSize is encoded, and then the
+// exact size decides, so that the answer is exactly the encoding's.
 func (s *Store) checkSize(rec *Record, keys ...Key) error {
+	writtenAt := timestamp(s.now())
 	for _, k := range keys {
+		if rec.sizeBound(k, writtenAt) <= MaxFileSize {
+			continue
+		}
 		r := rec.clone()
-		r.Key, r.Revision, r.WrittenAt = k, MaxRevision, timestamp(s.now())
+		r.Key, r.Revision, r.WrittenAt = k, MaxRevision, writtenAt
 		data, err := r.Marshal()
 		if err != nil {
 			return err
@@ -255,6 +314,52 @@ func (s *Store) checkSize(rec *Record, keys ...Key) error {
 		}
 	}
 	return nil
+}
+
+// escapedMax is the most bytes that encoding one byte of a string takes:
+// a control byte is \u00XX, a byte of invalid UTF-8 becomes \ufffd, and
+// U+2028's three bytes a \u2028 (jsJSON); everything else takes fewer.
+const escapedMax = 6
+
+// sizeBound is an upper bound of len(r.Marshal()) with r's key k, its
+// revision at MaxRevision and writtenAt, computed from lengths alone: every
+// string counted as if each byte took escapedMax, every raw member (owner,
+// fields, a host or proof as read) as it is (Marshal compacts them, which
+// never lengthens), every member name once more for the record's own order
+// besides the fields'. It never falls below the encoding, or checkSize
+// would let an oversize record through; how far above it is does not
+// matter, since a bound at MaxFileSize or more is checked exactly.
+func (r *Record) sizeBound(k Key, writtenAt string) int {
+	str := func(s string) int { return escapedMax*len(s) + 2 }
+	// '{', "}\n", version and kind's values (short constants), revision's
+	// digits, and per member a colon and a comma.
+	n := 64
+	for _, name := range recordOrder {
+		n += str(name) + 2
+	}
+	n += str("key") + str("revision") + str("writtenAt") + 6 + 20
+	n += str(r.ClaimID) + str(string(r.State)) + str(writtenAt)
+	if r.Host.raw != nil {
+		n += len(r.Host.raw)
+	} else {
+		n += str("machineId") + str(r.Host.MachineID) + str("bootId") + str(r.Host.BootID) + 4
+	}
+	switch {
+	case r.Proof == nil:
+		n += len("null")
+	case r.Proof.raw != nil:
+		n += len(r.Proof.raw)
+	default:
+		n += str("kind") + str(string(r.Proof.Kind)) + str("ref") + str(r.Proof.Ref) + 4
+	}
+	for _, f := range r.Fields {
+		n += str(f.Name) + 2 + len(f.Value)
+	}
+	n += 2
+	for _, m := range k.members() {
+		n += str(m[0]) + str(m[1]) + 2
+	}
+	return n
 }
 
 // prepareAsync is prepare overlapping the caller's work, unless the store
@@ -276,15 +381,14 @@ func (s *Store) prepareAsync(ctx context.Context, k Key, n uint64, rec *Record, 
 	return pr
 }
 
-// publishAfter publishes rec as revision n of k once other, the other
-// key's revision of the same step, is prepared: the two temporaries are
-// written and synced at once, and a step whose second revision cannot even
-// be prepared (ENOSPC, a failed fsync, a barrier's stop) publishes neither,
-// rather than being cut between its keys. On such a failure other is
-// aborted and its error returned.
-func (s *Store) publishAfter(ctx context.Context, other *preparing, k Key, n uint64, rec *Record) (won, linked bool, err error) {
-	p := s.prepare(ctx, k, n, rec)
+// publishAfter publishes p once other, the other key's revision of the
+// same step, is prepared too: a step whose second revision cannot even be
+// prepared (ENOSPC, a failed fsync, a barrier's stop) publishes neither,
+// rather than being cut between its keys. On such a failure both are
+// aborted and the failure returned.
+func (s *Store) publishAfter(ctx context.Context, p, other *preparing) (won, linked bool, err error) {
 	<-other.done
+	<-p.done
 	// A number already taken is no failure to prepare: the link would
 	// lose, and commit says so.
 	if other.err != nil && !errors.Is(other.err, ErrRevisionExists) {
@@ -375,13 +479,13 @@ func (s *Store) Acquire(ctx context.Context, seat, session Key, f AcquireFields)
 		if r := s.Refusal(p); r != nil {
 			return nil, r
 		}
-		// The session revision is written and synced while the seat's is
-		// published; it is linked only once the seat's is durable.
+		// Both revisions are written and synced before the seat's is
+		// linked; the session's is linked only once the seat's is durable.
 		sessionRev := p.Session.N + 1
 		// Over a free session head, which prune may remove: the publish
 		// follows exactly the head read (publishOver).
-		prep := s.prepareAsync(ctx, session, sessionRev, rec, p.Session.raw)
-		won, _, err := s.publishAfter(ctx, prep, seat, p.Seat.N+1, rec)
+		seatPrep, prep := s.prepareStep(ctx, seat, p.Seat.N+1, session, sessionRev, rec, p.Session.raw)
+		won, _, err := s.publishAfter(ctx, seatPrep, prep)
 		if err != nil || !won {
 			prep.abort()
 			if err != nil {
@@ -518,14 +622,14 @@ func (s *Store) step(ctx context.Context, c *Claim, next *Record) error {
 			return err
 		}
 	}
-	// Only this order matters: seat link, seat directory fsync, session
-	// link, session directory fsync (a claim's seat head is never older
-	// than its session head, even after a power cut). The session
-	// revision's temporary is written and synced meanwhile. A writer that
-	// moved the session key since the check above wins its number, and
-	// the session link then fails: the link is the arbiter.
-	prep := s.prepareAsync(ctx, c.Session, c.SessionRev+1, next, nil)
-	won, linked, err := s.publishAfter(ctx, prep, c.Seat, c.SeatRev+1, next)
+	// Only this order matters: both temporaries synced, then seat link,
+	// seat directory fsync, session link, session directory fsync (a
+	// claim's seat head is never older than its session head, even after
+	// a power cut). A writer that moved the session key since the check
+	// above wins its number, and the session link then fails: the link is
+	// the arbiter.
+	seatPrep, prep := s.prepareStep(ctx, c.Seat, c.SeatRev+1, c.Session, c.SessionRev+1, next, nil)
+	won, linked, err := s.publishAfter(ctx, seatPrep, prep)
 	if linked {
 		// The revision exists even if a barrier stopped the rest: the
 		// claim must know it as its own, or a retry refuses against it.

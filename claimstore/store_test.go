@@ -224,9 +224,9 @@ func TestUnknownFieldsCarriedForward(t *testing.T) {
 // TestBarrierSequence: every operation meets the barriers in the documented
 // order, with the key, revision and claim of each point.
 //
-// A sequential store meets them in this order: the session revision's
-// temporary first (written and synced while, in a concurrent store, the
-// seat's is published), then the seat revision, then the session's link.
+// A step meets them in this order: both temporaries written (seat, then
+// session), then both synced (at once in a concurrent store), then the
+// seat revision linked and its directory synced, then the session's.
 func TestBarrierSequence(t *testing.T) {
 	var log barrierLog
 	s := openStore(t, newRoot(t), &TOpts{Barrier: log.hook, Sequential: true})
@@ -236,8 +236,8 @@ func TestBarrierSequence(t *testing.T) {
 	}
 	step := func(n uint64, id string) []Point {
 		return []Point{
-			at(BarrierTempWritten, session, n, id), at(BarrierTempSynced, session, n, id),
-			at(BarrierTempWritten, seat, n, id), at(BarrierTempSynced, seat, n, id),
+			at(BarrierTempWritten, seat, n, id), at(BarrierTempWritten, session, n, id),
+			at(BarrierTempSynced, seat, n, id), at(BarrierTempSynced, session, n, id),
 			at(BarrierLinked, seat, n, id), at(BarrierDirSynced, seat, n, id),
 			at(BarrierBetweenKeys, seat, n, id),
 			at(BarrierLinked, session, n, id), at(BarrierDirSynced, session, n, id),
@@ -335,8 +335,8 @@ func TestBarrierStops(t *testing.T) {
 	// the seat has n once its link happened, the session once its link did.
 	wantRevs := func(i int, n uint64) (seatN, sessionN uint64) {
 		seatN, sessionN = n-1, n-1
-		// A sequential store prepares the session's temporary before it
-		// publishes the seat's: a stop there has linked nothing.
+		// Both temporaries are prepared before the seat's is linked: a
+		// stop at either's has linked nothing.
 		if i >= 2 && i != 5 && i != 6 {
 			seatN = n
 		}

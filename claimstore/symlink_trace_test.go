@@ -157,3 +157,31 @@ func TestClassifyAllEmptyKeysSyncNothing(t *testing.T) {
 		t.Errorf("a walk over empty keys made %d fsyncs, want none", n)
 	}
 }
+
+// A key directory swapped for a symlink under a claim this store holds:
+// the step is refused, and even the check of the store's own last revision
+// (IsOwnHead, the very file it linked) looks at the symlink only, never
+// through it.
+func TestOwnHeadCheckNeverLooksThroughASymlink(t *testing.T) {
+	trace := newTraceFS()
+	s := openStore(t, newRoot(t), &TOpts{FS: trace})
+	seat, session := seatKey(t, "s"), sessionKey(t, "x")
+	c := mustAcquire(t, s, seat, session)
+	link := s.KeyDir(session)
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.Rename(link, elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, link); err != nil {
+		t.Fatal(err)
+	}
+	trace.mu.Lock()
+	*trace.paths = nil // what the acquire did in the real directory
+	trace.mu.Unlock()
+	if err := s.Advance(context.Background(), c, Patch{State: Active}); err == nil {
+		t.Error("Advance through a symlinked session directory succeeded")
+	}
+	if got := trace.under(link); len(got) > 0 {
+		t.Errorf("calls through the symlink %s: %q", link, got)
+	}
+}

@@ -19,7 +19,7 @@ import (
 // Backend is the directory backend: <root>/<kind>/<hash>/r<n>.json on a
 // vfs.FS, the format the reference implementation writes. It implements
 // storage.Backend and the optional storage.Censuser, OwnHeadChecker,
-// WalkSyncer, Stager and LayoutChecker. Its methods are safe for concurrent
+// WalkSyncer, Stager, LayoutChecker and BatchPreparer. Its methods are safe for concurrent
 // use; exclusion between writers, in this process or any other, comes from
 // link(2), not from locks.
 type Backend struct {
@@ -69,6 +69,7 @@ var (
 	_ storage.WalkSyncer     = (*Backend)(nil)
 	_ storage.Stager         = (*Backend)(nil)
 	_ storage.LayoutChecker  = (*Backend)(nil)
+	_ storage.BatchPreparer  = (*Backend)(nil)
 )
 
 // Options configure a Backend. A nil *Options means all defaults.
@@ -239,25 +240,47 @@ func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, er
 }
 
 // IsOwnHead reports, without reading the revision, whether revision n is
-// still loc's highest and the very file this backend linked there: found by
-// probing names in a directory it can trust, and identified by fstat
-// identity. Any doubt (an error, another file, a directory others can
-// write) is false: the caller then reads the head.
+// still loc's highest and the very file this backend linked there: in a
+// key directory it can trust, the name r<n> is the file it linked
+// (identity from Lstat) and the name r<n+1> is free. Any doubt (an error,
+// another file, a directory others can write) is false: the caller then
+// reads the head.
+//
+// It asks exactly what a probe from the hint n asks (n exists, n+1 does
+// not), three Lstats in all, rather than running the probe: the probe's
+// other calls (opening the directory, its size, the base pointer) cannot
+// change the answer here. A base pointer only ever names a revision below
+// a key's head (prune compacts below an old free revision, never above a
+// held head), and nothing above n+1 can exist without n+1 in a history
+// this backend published into (the store's own publish of n read the key
+// for writing, which lists it whole: see Store.fencedOwn). What is kept
+// is what guards exclusion: the directory's trust, checked every time, so
+// that a directory others could write into is never vouched for; the
+// name above n, so that a revision another writer linked is never missed;
+// and the identity of n, so that a file put in its place is not taken for
+// this backend's.
 func (b *Backend) IsOwnHead(ctx context.Context, loc storage.Loc, n uint64) bool {
-	head, distrust, err := b.probe(loc)
-	if err != nil || distrust != nil || head != n {
-		return false
-	}
 	b.mu.Lock()
 	l, ok := b.linked[loc]
 	b.mu.Unlock()
 	if !ok || l.n != n || l.id == (vfs.FileID{}) {
 		return false
 	}
+	dir := b.dir(loc)
+	if ok, distrust, err := b.checkKeyDir(dir); err != nil || distrust != nil || !ok {
+		return false
+	}
 	// The inode alone is not enough: a file put in place of a removed one
 	// may get its number back at once.
-	fi, err := b.fs.Lstat(filepath.Join(b.dir(loc), storage.RevisionName(n)))
-	return err == nil && vfs.Identity(fi) == l.id
+	fi, err := b.fs.Lstat(filepath.Join(dir, storage.RevisionName(n)))
+	if err != nil || vfs.Identity(fi) != l.id {
+		return false
+	}
+	if n >= storage.MaxRevision {
+		return true // there is no number above to take
+	}
+	_, err = b.fs.Lstat(filepath.Join(dir, storage.RevisionName(n+1)))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 type linkedFile struct {

@@ -1,6 +1,7 @@
 package dirbackend
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,7 @@ import (
 
 // The publish protocol of the directory backend, in two halves so that the
 // half before the exclusive link can overlap other work (a step prepares
-// its session revision while its seat revision is published):
+// its two revisions together, PrepareBatch, before it links either):
 //
 //	Prepare: make the directories that are missing (no fsync yet), create
 //	         a temporary in the key directory, write it, fsync it.
@@ -25,6 +26,11 @@ import (
 //	         on the way is not yet durable — concurrently, and only once the
 //	         link is won, so a writer that loses the race pays no parent
 //	         fsync at all.
+//	PrepareBatch: Prepare for several revisions, each temporary written
+//	         before any is fsynced, then all fsynced at once with the
+//	         parents their directories owe (a step's parents are paid before
+//	         its links, where a journaling filesystem commits them with the
+//	         temporaries).
 //
 // Only the link waits for the temporary's fsync, and nothing is
 // acknowledged before every fsync it needs returned. A directory's entry is
@@ -132,6 +138,29 @@ func (b *Backend) makeRoot() error {
 // fsyncDirs fsyncs dirs, and the parents that needs still owe, all at once,
 // and records what became durable. A failure is sticky (storage.ErrSyncFailed).
 func (b *Backend) fsyncDirs(dirs []string, needs []parentSync) error {
+	order, start := b.owedParents(dirs, needs)
+	before := b.running()
+	errs := make([]error, len(order))
+	calls := make([]func() error, len(order))
+	for i, d := range order {
+		calls[i] = func() error { errs[i] = b.sync(func() error { return b.fs.SyncDir(d) }); return nil }
+	}
+	b.runAtOnce(calls)
+	for i, err := range errs {
+		if err != nil {
+			return &fs.PathError{Op: "fsync", Path: order[i], Err: err}
+		}
+	}
+	if err := b.settle(before); err != nil {
+		return err
+	}
+	b.recordSynced(order, start, needs)
+	return nil
+}
+
+// owedParents returns dirs and the parents that needs still owe, each
+// once, in that order, and the epoch at which fsyncs of them start.
+func (b *Backend) owedParents(dirs []string, needs []parentSync) ([]string, uint64) {
 	set := map[string]bool{}
 	var order []string
 	add := func(d string) {
@@ -144,6 +173,7 @@ func (b *Backend) fsyncDirs(dirs []string, needs []parentSync) error {
 		add(d)
 	}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, n := range needs {
 		// Covered if this process already made the child durable, or a
 		// completed fsync of the parent started after the child was made.
@@ -151,36 +181,37 @@ func (b *Backend) fsyncDirs(dirs []string, needs []parentSync) error {
 			add(n.parent)
 		}
 	}
-	start := b.tickLocked()
-	b.mu.Unlock()
-	before := b.running()
-	errs := make([]error, len(order))
-	if len(order) == 1 || b.sequential {
-		for i, d := range order {
-			errs[i] = b.sync(func() error { return b.fs.SyncDir(d) })
+	return order, b.tickLocked()
+}
+
+// runAtOnce runs calls at once: all but the last on goroutines of their
+// own, the last on the caller's, which saves a hand-off; one after
+// another, in order, when there is only one or the backend is sequential.
+func (b *Backend) runAtOnce(calls []func() error) {
+	if len(calls) <= 1 || b.sequential {
+		for _, c := range calls {
+			_ = c()
 		}
-	} else {
-		var wg sync.WaitGroup
-		for i, d := range order {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = b.sync(func() error { return b.fs.SyncDir(d) })
-			}()
-		}
-		wg.Wait()
+		return
 	}
-	for i, err := range errs {
-		if err != nil {
-			return &fs.PathError{Op: "fsync", Path: order[i], Err: err}
-		}
+	var wg sync.WaitGroup
+	for _, c := range calls[:len(calls)-1] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c()
+		}()
 	}
-	if err := b.settle(before); err != nil {
-		return err
-	}
+	_ = calls[len(calls)-1]()
+	wg.Wait()
+}
+
+// recordSynced records that fsyncs of dirs, started at epoch start, have
+// completed: the children of needs whose parent they covered are durable.
+func (b *Backend) recordSynced(dirs []string, start uint64, needs []parentSync) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, d := range order {
+	for _, d := range dirs {
 		if b.syncedAt[d] < start {
 			b.syncedAt[d] = start
 		}
@@ -190,7 +221,6 @@ func (b *Backend) fsyncDirs(dirs []string, needs []parentSync) error {
 			b.durable[n.child] = true
 		}
 	}
-	return nil
 }
 
 // Publish runs the whole publish protocol on revision n of loc: Prepare,
@@ -234,6 +264,20 @@ type prepared struct {
 }
 
 func (b *Backend) prepare(dir, base string, data []byte, hook func(storage.Barrier) error) (*prepared, error) {
+	p, err := b.stage(dir, base, data, hook)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.syncTemp(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// stage is prepare up to the temporary's fsync: the directories made, the
+// temporary created and written (not yet durable), its name checked free.
+// The caller syncs it (syncTemp, or syncBatch with others) before Commit.
+func (b *Backend) stage(dir, base string, data []byte, hook func(storage.Barrier) error) (*prepared, error) {
 	if err := b.checkFailed(); err != nil {
 		return nil, err
 	}
@@ -280,15 +324,136 @@ func (b *Backend) prepare(dir, base string, data []byte, hook func(storage.Barri
 		p.Abort()
 		return nil, &fs.PathError{Op: "publish", Path: name, Err: storage.ErrRevisionExists}
 	}
-	if err := b.sync(t.Sync); err != nil {
-		p.Abort()
-		return nil, &fs.PathError{Op: "fsync temporary for", Path: name, Err: err}
-	}
-	if err := hook(storage.BarrierTempSynced); err != nil {
-		p.Abort()
-		return nil, err
-	}
 	return p, nil
+}
+
+// syncTemp makes a staged temporary's contents durable; on failure it
+// discards the temporary.
+func (p *prepared) syncTemp() error {
+	if err := p.b.sync(p.t.Sync); err != nil {
+		p.Abort()
+		return &fs.PathError{Op: "fsync temporary for", Path: p.name, Err: err}
+	}
+	if err := p.hook(storage.BarrierTempSynced); err != nil {
+		p.Abort()
+		return err
+	}
+	return nil
+}
+
+// PrepareBatch implements storage.BatchPreparer: every revision is staged
+// (its directories made, its temporary written) in the order given, and
+// only then are the temporaries fsynced, all at once, with the parent
+// fsyncs the new (or first used) directories owe beside them.
+//
+// Why this order: on a journaling filesystem (ext4) an fsync commits the
+// journal's running transaction; a temporary written while another's
+// fsync is committing lands in the next transaction and costs a second
+// commit, where two temporaries written first share one. The owed parent
+// fsyncs join the same commit (their mkdirs are in it), where issued
+// after the link, beside the key directory's, each would be an fsync of
+// its own. Nothing is reordered that the protocol orders: every link
+// still waits for its own temporary's fsync (Commit is only called on
+// what this returns, after it returned), and nothing is linked here.
+// A parent fsync's failure fails every revision of the batch.
+func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareRequest) ([]storage.Prepared, []error) {
+	ps := make([]storage.Prepared, len(reqs))
+	errs := make([]error, len(reqs))
+	staged := make([]*prepared, len(reqs))
+	for i, r := range reqs {
+		if err := ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if r.N == 0 || r.N > storage.MaxRevision {
+			errs[i] = fmt.Errorf("revision %d is out of range 1..%d", r.N, storage.MaxRevision)
+			continue
+		}
+		p, err := b.stage(b.dir(r.Loc), storage.RevisionName(r.N), r.Data, r.Hook)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		p.loc, p.n = r.Loc, r.N
+		staged[i] = p
+	}
+	if err := b.syncBatch(staged, errs); err != nil {
+		for i, p := range staged {
+			if p != nil {
+				p.Abort()
+				staged[i], errs[i] = nil, err
+			}
+		}
+	}
+	for i, p := range staged {
+		if p == nil {
+			continue
+		}
+		if r := reqs[i]; r.Prev != nil && r.N > 1 {
+			ps[i] = &guarded{prepared: p, prev: bytes.Clone(r.Prev)}
+		} else {
+			ps[i] = p
+		}
+	}
+	return ps, errs
+}
+
+// syncBatch fsyncs the staged temporaries (nil entries are skipped) and
+// the parents their directories owe, all at once, and records the parents
+// as fsyncDirs does. A temporary whose fsync (or temp-synced barrier)
+// failed is discarded: its entry becomes nil and errs says why. The
+// returned error is a parent fsync's, or a failure of an fsync in flight
+// before (see settle): then none of the batch may be published.
+func (b *Backend) syncBatch(staged []*prepared, errs []error) error {
+	var needs []parentSync
+	for _, p := range staged {
+		if p != nil {
+			needs = append(needs, p.needs...)
+		}
+	}
+	parents, start := b.owedParents(nil, needs)
+	before := b.running()
+	var calls []func() error
+	for i, p := range staged {
+		if p != nil {
+			calls = append(calls, func() error { errs[i] = b.sync(p.t.Sync); return nil })
+		}
+	}
+	perrs := make([]error, len(parents))
+	for i, d := range parents {
+		calls = append(calls, func() error { perrs[i] = b.sync(func() error { return b.fs.SyncDir(d) }); return nil })
+	}
+	b.runAtOnce(calls)
+	for i, p := range staged {
+		if p == nil {
+			continue
+		}
+		if errs[i] != nil {
+			p.Abort()
+			staged[i], errs[i] = nil, &fs.PathError{Op: "fsync temporary for", Path: p.name, Err: errs[i]}
+		}
+	}
+	for i, err := range perrs {
+		if err != nil {
+			return &fs.PathError{Op: "fsync", Path: parents[i], Err: err}
+		}
+	}
+	if len(parents) > 0 {
+		if err := b.settle(before); err != nil {
+			return err
+		}
+		b.recordSynced(parents, start, needs)
+	}
+	for i, p := range staged {
+		if p == nil {
+			continue
+		}
+		if err := p.hook(storage.BarrierTempSynced); err != nil {
+			p.Abort()
+			staged[i], errs[i] = nil, err
+		}
+	}
+	return nil
 }
 
 func (p *prepared) Abort() {

@@ -127,7 +127,7 @@ var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, B
 // assertion; each says what the store does without it:
 //
 //   - reads and walks: Censuser, OwnHeadChecker, WalkSyncer, LayoutChecker;
-//   - publishing: Stager (and Staged), GuardedPublisher;
+//   - publishing: Stager (and Staged), GuardedPublisher, BatchPreparer;
 //   - prune: Compacter, KeyRemover, RemovalMarker, KeyBatchRemover,
 //     Sweeper, ArchiveLocator, FenceCollector;
 //   - waiting and status: Watcher (and Watch), StatusKeeper.
@@ -421,6 +421,32 @@ type GuardedPublisher interface {
 	// The check and the publication are one step as the key's remover
 	// sees them: no removal falls between them.
 	PrepareOver(ctx context.Context, loc Loc, n uint64, data, prev []byte, hook func(Barrier) error) (Prepared, error)
+}
+
+// PrepareRequest is one revision of a PrepareBatch: what Prepare (or,
+// with Prev, PrepareOver) would be given.
+type PrepareRequest struct {
+	Loc  Loc
+	N    uint64
+	Data []byte
+	// Prev, when non-nil and N > 1, is revision N-1 as the caller read it:
+	// the revision is prepared as PrepareOver prepares it (GuardedPublisher).
+	Prev []byte
+	Hook func(Barrier) error
+}
+
+// BatchPreparer is an optional capability: preparing several revisions (a
+// step's seat and session revisions) so that every temporary is written
+// before any is made durable, and then all are made durable at once. A
+// journaling filesystem then commits them together: a sync issued while
+// the other revision was still being written commits again for it.
+//
+// Each revision is prepared, or fails, as its own Prepare (PrepareOver)
+// would: ps[i] is non-nil exactly when errs[i] is nil, and the caller
+// commits or aborts each. Nothing is published. Without it, the store
+// prepares the revisions with Prepare, overlapping them on goroutines.
+type BatchPreparer interface {
+	PrepareBatch(ctx context.Context, reqs []PrepareRequest) (ps []Prepared, errs []error)
 }
 
 // Compacter is an optional capability: dropping the revisions of a key

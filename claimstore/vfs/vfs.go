@@ -229,7 +229,10 @@ func (OSFS) Rename(oldpath, newpath string) error {
 	return nil
 }
 
-func (OSFS) SyncDir(name string) error { return safefile.SyncDir(name) }
+// SyncDir fsyncs the directory name, never through a final symlink, and
+// never opening anything but a directory (a FIFO planted there is refused
+// without blocking).
+func (OSFS) SyncDir(name string) error { return syncDir(name) }
 
 func (OSFS) SyncFS(name string) error { return syncFS(name) }
 

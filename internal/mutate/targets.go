@@ -43,7 +43,9 @@ var targets = []target{
 		File: "claimstore/dirbackend/publish.go",
 		Funcs: []string{
 			"Backend.makeDirs", "Backend.makeRoot", "Backend.fsyncDirs",
-			"Backend.prepare", "prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
+			"Backend.owedParents", "Backend.runAtOnce", "Backend.recordSynced",
+			"Backend.prepare", "Backend.stage", "prepared.syncTemp", "Backend.PrepareBatch", "Backend.syncBatch",
+			"prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
 		},
 		Tests: dirbackendTests,
 	},
@@ -67,7 +69,8 @@ var targets = []target{
 		File: "claimstore/step.go",
 		Funcs: []string{
 			"Store.fenced", "Store.fencedOwn",
-			"Store.publishAfter", "preparing.commit",
+			"Store.publishAfter", "preparing.commit", "Store.prepareStep", "preparing.encode",
+			"Store.checkSize", "Record.sizeBound",
 			"Store.step", "Store.Acquire", "Store.Advance", "Store.checkReleaseProof",
 		},
 		Tests: claimstoreTests,
