@@ -390,8 +390,10 @@ func (s *Store) publishAfter(ctx context.Context, p, other *preparing) (won, lin
 	<-other.done
 	<-p.done
 	// A number already taken is no failure to prepare: the link would
-	// lose, and commit says so.
-	if other.err != nil && !errors.Is(other.err, ErrRevisionExists) {
+	// lose, and commit says so. Nor is the other revision left unprepared
+	// because p's number was taken (storage.ErrEarlierTaken): p loses,
+	// and the other is then never linked.
+	if other.err != nil && !errors.Is(other.err, ErrRevisionExists) && !errors.Is(other.err, storage.ErrEarlierTaken) {
 		p.abort()
 		return false, false, other.err
 	}

@@ -3,6 +3,8 @@ package dirbackend
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -46,24 +48,42 @@ func TestPrepareBatchEachRequestOnItsOwn(t *testing.T) {
 		}
 	}
 
-	// A request that fails to stage (its number is taken) fails alone;
-	// the widest number is in range; a head to follow (Prev) at revision
-	// 1 follows nothing, as PrepareOver's.
+	// A number found taken stops the batch there: what comes after it is
+	// linked only after it, never once it lost, so it is not prepared at
+	// all — no key directory made, no temporary — and says why; what
+	// comes before is prepared.
 	third := storage.Loc{Kind: storage.KindSession, Hash: "fedcba9876543210fedcba9876543210"}
 	ps, errs = b.PrepareBatch(context.Background(), []storage.PrepareRequest{
+		{Loc: other, N: 2, Data: data},
 		{Loc: testLoc, N: 1, Data: data},
+		{Loc: third, N: 1, Data: data},
+	})
+	if errs[0] != nil || ps[0] == nil {
+		t.Fatalf("the request before a taken number: %v", errs[0])
+	}
+	ps[0].Abort()
+	if !errors.Is(errs[1], storage.ErrRevisionExists) {
+		t.Errorf("a taken number: %v, want ErrRevisionExists", errs[1])
+	}
+	if ps[2] != nil || !errors.Is(errs[2], storage.ErrEarlierTaken) {
+		t.Errorf("the request after a taken number: %v, %v; want not prepared, ErrEarlierTaken", ps[2], errs[2])
+	}
+	if _, err := os.Lstat(b.dir(third)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the key directory of the request after a taken number: %v; want it never made", err)
+	}
+
+	// The widest number is in range; a head to follow (Prev) at revision
+	// 1 follows nothing, as PrepareOver's.
+	ps, errs = b.PrepareBatch(context.Background(), []storage.PrepareRequest{
 		{Loc: other, N: storage.MaxRevision, Data: data},
 		{Loc: third, N: 1, Data: data, Prev: []byte("not read\n")},
 	})
-	if !errors.Is(errs[0], storage.ErrRevisionExists) {
-		t.Errorf("a taken number: %v, want ErrRevisionExists", errs[0])
-	}
-	for i, p := range ps[1:] {
-		if errs[i+1] != nil {
-			t.Fatalf("request %d: %v", i+1, errs[i+1])
+	for i, p := range ps {
+		if errs[i] != nil {
+			t.Fatalf("request %d: %v", i, errs[i])
 		}
 		if err := p.Commit(context.Background()); err != nil {
-			t.Errorf("request %d commit: %v", i+1, err)
+			t.Errorf("request %d commit: %v", i, err)
 		}
 	}
 
@@ -77,7 +97,8 @@ func TestPrepareBatchEachRequestOnItsOwn(t *testing.T) {
 	}
 }
 
-// A request that fails to stage does not stop the others' fsyncs from being
+// A request that fails to stage (other than on a taken number) does not
+// stop the others' fsyncs from being
 // judged: behind it, a temporary's fsync that fails fails its own request
 // (discarded, the error saying so), and one that succeeds meets its
 // temp-synced barrier.
@@ -98,22 +119,22 @@ func TestPrepareBatchBehindAFailedRequest(t *testing.T) {
 	hook := func(bar storage.Barrier) error { met = append(met, bar); return nil }
 	other := storage.Loc{Kind: storage.KindSession, Hash: "0123456789abcdef0123456789abcdef"}
 	ps, errs := b.PrepareBatch(context.Background(), []storage.PrepareRequest{
-		{Loc: testLoc, N: 1, Data: data}, // taken
+		{Loc: testLoc, N: 0, Data: data}, // out of range
 		{Loc: other, N: 1, Data: data, Hook: hook},
 	})
 	if errs[0] == nil || errs[1] != nil || ps[1] == nil {
-		t.Fatalf("behind a taken number: %v, %v", errs, ps)
+		t.Fatalf("behind a failed request: %v, %v", errs, ps)
 	}
 	ps[1].Abort()
 	if diff := cmp.Diff([]storage.Barrier{storage.BarrierTempWritten, storage.BarrierTempSynced}, met); diff != "" {
 		t.Errorf("barriers of the request behind (-want +got):\n%s", diff)
 	}
 	ps, errs = b.PrepareBatch(context.Background(), []storage.PrepareRequest{
-		{Loc: testLoc, N: 1, Data: data}, // taken
+		{Loc: testLoc, N: 0, Data: data}, // out of range
 		{Loc: failing, N: 1, Data: data},
 	})
 	if ps[1] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "fsync temporary for") {
-		t.Errorf("a failed fsync behind a taken number: %v, %v", ps[1], errs[1])
+		t.Errorf("a failed fsync behind a failed request: %v, %v", ps[1], errs[1])
 	}
 }
 

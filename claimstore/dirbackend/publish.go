@@ -360,7 +360,14 @@ func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareReques
 	ps := make([]storage.Prepared, len(reqs))
 	errs := make([]error, len(reqs))
 	staged := make([]*prepared, len(reqs))
+	taken := false
 	for i, r := range reqs {
+		if taken {
+			// Linked only after the earlier one, which lost: nothing
+			// of it is worth making, let alone making durable.
+			errs[i] = &fs.PathError{Op: "publish", Path: b.dir(r.Loc), Err: storage.ErrEarlierTaken}
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			errs[i] = err
 			continue
@@ -372,6 +379,7 @@ func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareReques
 		p, err := b.stage(b.dir(r.Loc), storage.RevisionName(r.N), r.Data, r.Hook)
 		if err != nil {
 			errs[i] = err
+			taken = errors.Is(err, storage.ErrRevisionExists)
 			continue
 		}
 		p.loc, p.n = r.Loc, r.N

@@ -401,6 +401,11 @@ type Staged interface {
 	Commit(ctx context.Context) error
 }
 
+// ErrEarlierTaken is returned by BatchPreparer.PrepareBatch for a
+// revision after one whose number was found taken: it was not prepared,
+// since the caller never links it once an earlier revision lost.
+var ErrEarlierTaken = errors.New("not prepared: an earlier revision of the batch lost its number")
+
 // ErrHeadMoved is returned by a GuardedPublisher's Commit when revision
 // n-1 of the key is no longer the one the caller read (removed by prune,
 // or removed and written again): nothing was published, and the caller
@@ -445,6 +450,13 @@ type PrepareRequest struct {
 // would: ps[i] is non-nil exactly when errs[i] is nil, and the caller
 // commits or aborts each. Nothing is published. Without it, the store
 // prepares the revisions with Prepare, overlapping them on goroutines.
+//
+// reqs are in the order the caller links them, and the caller links one
+// only once every earlier one is linked. So a request after one whose
+// number was found taken (ErrRevisionExists) is not prepared at all — no
+// directory made, no temporary written or fsynced: it could never be
+// linked — and its error wraps ErrEarlierTaken. A racer that lost the
+// first key then pays nothing durable for the second.
 type BatchPreparer interface {
 	PrepareBatch(ctx context.Context, reqs []PrepareRequest) (ps []Prepared, errs []error)
 }
