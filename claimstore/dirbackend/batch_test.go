@@ -53,10 +53,12 @@ func TestPrepareBatchEachRequestOnItsOwn(t *testing.T) {
 	// all — no key directory made, no temporary — and says why; what
 	// comes before is prepared.
 	third := storage.Loc{Kind: storage.KindSession, Hash: "fedcba9876543210fedcba9876543210"}
+	fourth := storage.Loc{Kind: storage.KindSession, Hash: "00000000000000000000000000000004"}
 	ps, errs = b.PrepareBatch(context.Background(), []storage.PrepareRequest{
 		{Loc: other, N: 2, Data: data},
 		{Loc: testLoc, N: 1, Data: data},
 		{Loc: third, N: 1, Data: data},
+		{Loc: fourth, N: 1, Data: data},
 	})
 	if errs[0] != nil || ps[0] == nil {
 		t.Fatalf("the request before a taken number: %v", errs[0])
@@ -65,11 +67,13 @@ func TestPrepareBatchEachRequestOnItsOwn(t *testing.T) {
 	if !errors.Is(errs[1], storage.ErrRevisionExists) {
 		t.Errorf("a taken number: %v, want ErrRevisionExists", errs[1])
 	}
-	if ps[2] != nil || !errors.Is(errs[2], storage.ErrEarlierTaken) {
-		t.Errorf("the request after a taken number: %v, %v; want not prepared, ErrEarlierTaken", ps[2], errs[2])
-	}
-	if _, err := os.Lstat(b.dir(third)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the key directory of the request after a taken number: %v; want it never made", err)
+	for i, loc := range []storage.Loc{third, fourth} {
+		if ps[2+i] != nil || !errors.Is(errs[2+i], storage.ErrEarlierTaken) {
+			t.Errorf("request %d, after a taken number: %v, %v; want not prepared, ErrEarlierTaken", 2+i, ps[2+i], errs[2+i])
+		}
+		if _, err := os.Lstat(b.dir(loc)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the key directory of request %d, after a taken number: %v; want it never made", 2+i, err)
+		}
 	}
 
 	// The widest number is in range; a head to follow (Prev) at revision
