@@ -231,8 +231,9 @@ func (OSFS) Rename(oldpath, newpath string) error {
 
 // SyncDir fsyncs the directory name, never through a final symlink, and
 // never opening anything but a directory (a FIFO planted there is refused
-// without blocking).
-func (OSFS) SyncDir(name string) error { return syncDir(name) }
+// without blocking): safefile.SyncDir, open, fsync and close on a bare
+// descriptor.
+func (OSFS) SyncDir(name string) error { return safefile.SyncDir(name) }
 
 func (OSFS) SyncFS(name string) error { return syncFS(name) }
 

@@ -75,31 +75,6 @@ func (t *unnamedTemp) Is(name string) (bool, error) { return sameFile(t.f, name)
 func (t *unnamedTemp) Stat() (fs.FileInfo, error) { return t.f.Stat() }
 func (t *unnamedTemp) Close() error               { return t.f.Close() }
 
-// syncDir opens name with O_NOFOLLOW|O_DIRECTORY, which refuses a
-// symlink (ELOOP) and anything but a directory (ENOTDIR) in the open
-// itself, and fsyncs it: three system calls. Through os.Open (and the
-// Lstat that safefile.OpenDir makes first, for a typed refusal) a
-// directory fsync costs five, and a step makes two of them.
-func syncDir(name string) error {
-	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &fs.PathError{Op: "open", Path: name, Err: err}
-	}
-	for {
-		err = unix.Fsync(fd)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if cerr := unix.Close(fd); err == nil && cerr != nil {
-		return &fs.PathError{Op: "close", Path: name, Err: cerr}
-	}
-	if err != nil {
-		return &fs.PathError{Op: "fsync", Path: name, Err: err}
-	}
-	return nil
-}
-
 // syncFS is syncfs(2) on the filesystem holding name. Since Linux 5.8 it
 // reports writeback errors of that filesystem, as fsync does for a file.
 func syncFS(name string) error {

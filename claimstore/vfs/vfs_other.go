@@ -7,8 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
-
-	"github.com/claimstore/claimstore/internal/safefile"
 )
 
 // CreateUnnamed has no unnamed temporary files to offer off Linux: every
@@ -39,7 +37,3 @@ func readDirNames(name string) ([]string, error) {
 	defer f.Close()
 	return f.Readdirnames(-1)
 }
-
-// syncDir is safefile.SyncDir off Linux: it refuses a symlink and anything
-// but a directory before it opens.
-func syncDir(name string) error { return safefile.SyncDir(name) }

@@ -209,19 +209,20 @@ func OpenDir(name string) (*os.File, error) {
 
 // SyncDir fsyncs the directory name, opened as OpenDir opens it (never a
 // symlink, never anything but a directory, without blocking), through a
-// bare descriptor: a classification fsyncs a directory per revision and
-// proof it publishes, and an *os.File would add a poller registration
-// attempt to each. Errors are worded as OpenDir's and os.File.Sync's.
+// bare descriptor: open, fsync, close. A classification fsyncs a directory
+// per revision and proof it publishes and a step two, and an *os.File
+// would add a poller registration attempt to each. O_NOFOLLOW|O_DIRECTORY
+// refuse a symlink and anything else in the open itself, so OpenDir's
+// Lstat is made only when the open failed, to word the refusal as
+// OpenDir's (a *TypeError naming what is there).
 func SyncDir(name string) error {
-	fi, err := os.Lstat(name)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return &fs.PathError{Op: "open", Path: name, Err: &TypeError{Want: "a directory", Mode: fi.Mode()}}
-	}
 	fd, err := openFD(name, flags(syscall.O_RDONLY|syscall.O_DIRECTORY, nil))
 	if err != nil {
+		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+			if fi, lerr := os.Lstat(name); lerr == nil && !fi.IsDir() {
+				return &fs.PathError{Op: "open", Path: name, Err: &TypeError{Want: "a directory", Mode: fi.Mode()}}
+			}
+		}
 		return err
 	}
 	err = ignoringEINTR(func() error { return syscall.Fsync(fd) })
