@@ -12,6 +12,19 @@ import (
 	"github.com/claimstore/claimstore/internal/etcdtest"
 )
 
+// abortSetup starts a one-member cluster and returns its client, a fresh
+// prefix and a backend on it that has made no request yet.
+func abortSetup(t *testing.T) (*clientv3.Client, string, *Backend) {
+	t.Helper()
+	cli := etcdtest.Start(t, 1).Client(t)
+	prefix := etcdtest.Prefix(t)
+	b, err := New(cli, prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli, prefix, b
+}
+
 // stageFor stages a copy into b's prefix and returns the backend it
 // writes with.
 func stageFor(t *testing.T, b *Backend) *Backend {
@@ -47,13 +60,7 @@ func keysUnder(t *testing.T, cli *clientv3.Client, prefix string) []string {
 // epoch, and a new copy may begin there; a prefix with any other key is
 // still refused.
 func TestAbortStopsALateCopyRequest(t *testing.T) {
-	c := etcdtest.Start(t, 1)
-	cli := c.Client(t)
-	prefix := etcdtest.Prefix(t)
-	b, err := New(cli, prefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, prefix, b := abortSetup(t)
 	ctx := context.Background()
 	sb := stageFor(t, b)
 	if err := sb.Publish(ctx, fenceLoc, 1, []byte("copied r1\n"), nil); err != nil {
@@ -103,13 +110,7 @@ func TestAbortStopsALateCopyRequest(t *testing.T) {
 // finds its mark gone, and stops with ErrCopyAborted, writing nothing —
 // also when a third copy has begun there since, whose mark is not its own.
 func TestAbortStopsARunningCopy(t *testing.T) {
-	c := etcdtest.Start(t, 1)
-	cli := c.Client(t)
-	prefix := etcdtest.Prefix(t)
-	b, err := New(cli, prefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, prefix, b := abortSetup(t)
 	ctx := context.Background()
 	for _, restage := range []bool{false, true} {
 		sb := stageFor(t, b)
