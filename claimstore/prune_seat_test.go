@@ -44,6 +44,20 @@ func heldRun(t *testing.T, s *Store, seat, session Key, n int) *Claim {
 	return c
 }
 
+// heldThenReleased builds a seat's history for TestPruneSeatBase: one
+// whole lifecycle (r1-r4, free and old), then a claim advanced n times and
+// held while the clock moves 40 days, released only then (young).
+func heldThenReleased(n int) func(t *testing.T, s *Store, clk *clock, seat Key) {
+	return func(t *testing.T, s *Store, clk *clock, seat Key) {
+		runLifecycle(t, s, seat, sessionKey(t, "one"))
+		c := heldRun(t, s, seat, sessionKey(t, "two"), n)
+		clk.add(40 * day)
+		if err := s.Release(context.Background(), c, NewProof(ProofCohort, "done")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestPruneSeatBase(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -58,45 +72,24 @@ func TestPruneSeatBase(t *testing.T) {
 		{
 			// Old free r4; r5, r6 held and old; r7 released young: the
 			// walk down from r6 passes the held revisions to r4.
-			name: "below a held run",
-			build: func(t *testing.T, s *Store, clk *clock, seat Key) {
-				runLifecycle(t, s, seat, sessionKey(t, "one"))
-				c := heldRun(t, s, seat, sessionKey(t, "two"), 1)
-				clk.add(40 * day)
-				if err := s.Release(ctx, c, NewProof(ProofCohort, "done")); err != nil {
-					t.Fatal(err)
-				}
-			},
+			name:       "below a held run",
+			build:      heldThenReleased(1),
 			wantAction: []string{"compacted " + seatKey(t, "s").String() + " 1-3"},
 			wantHead:   7, wantBase: 4,
 		},
 		{
 			// Fifteen held revisions above r4 (r5-r19): r4 is the 16th
 			// revision down from r19, still searched.
-			name: "fifteen held",
-			build: func(t *testing.T, s *Store, clk *clock, seat Key) {
-				runLifecycle(t, s, seat, sessionKey(t, "one"))
-				c := heldRun(t, s, seat, sessionKey(t, "two"), 14)
-				clk.add(40 * day)
-				if err := s.Release(ctx, c, NewProof(ProofCohort, "done")); err != nil {
-					t.Fatal(err)
-				}
-			},
+			name:       "fifteen held",
+			build:      heldThenReleased(14),
 			wantAction: []string{"compacted " + seatKey(t, "s").String() + " 1-3"},
 			wantHead:   20, wantBase: 4,
 		},
 		{
 			// Sixteen held revisions (r5-r20): r4 is the 17th down, not
 			// searched; the seat waits for a later free revision.
-			name: "sixteen held",
-			build: func(t *testing.T, s *Store, clk *clock, seat Key) {
-				runLifecycle(t, s, seat, sessionKey(t, "one"))
-				c := heldRun(t, s, seat, sessionKey(t, "two"), 15)
-				clk.add(40 * day)
-				if err := s.Release(ctx, c, NewProof(ProofCohort, "done")); err != nil {
-					t.Fatal(err)
-				}
-			},
+			name:     "sixteen held",
+			build:    heldThenReleased(15),
 			wantHead: 21, wantBase: 1,
 		},
 		{
