@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/claimstore/claimstore/hostid"
 )
@@ -107,9 +108,12 @@ type Result struct {
 	// Owner is the recorded owner's state, and OwnerReason why.
 	Owner       hostid.State
 	OwnerReason string
-	Published   []Published
-	Proof       *Proof     // the proof of a stopped outcome
-	BootProof   *BootProof // the boot proof issued, if one was
+	// Published lists every revision the call published, in order,
+	// including those of an attempt that lost a number to another writer
+	// and started over (the one that went on found them at the outcome).
+	Published []Published
+	Proof     *Proof     // the proof of a stopped outcome
+	BootProof *BootProof // the boot proof issued, if one was
 	// Decommission is the decommission record the claim was freed on
 	// (row 1a), nil otherwise.
 	Decommission *DecommissionRecord
@@ -131,8 +135,11 @@ type Result struct {
 func (r *Result) Free() bool { return r.Outcome == OutcomeFree || r.Outcome == OutcomeStopped }
 
 // errRaced is returned inside a classification when a head moved between
-// judging and publishing: the whole classification starts over.
-type errRaced struct{}
+// judging and publishing: the whole classification starts over. published
+// is what it had published before the number it lost (the seat, when the
+// session was lost), which the classification that goes on reports too:
+// it finds that key at the outcome and publishes nothing more on it.
+type errRaced struct{ published []Published }
 
 func (errRaced) Error() string { return "raced" }
 
@@ -166,17 +173,23 @@ func (s *Store) Classify(ctx context.Context, seat, session Key, opts *ClassifyO
 	if opts == nil {
 		opts = &ClassifyOptions{}
 	}
+	var earlier []Published
 	for range s.retries + 1 {
 		res, err := s.classifyOnce(ctx, seat, session, opts)
-		if _, raced := err.(errRaced); raced {
+		if r, raced := err.(errRaced); raced {
+			earlier = append(earlier, r.published...)
 			continue
 		}
 		if r, ok := err.(errRestart); ok {
+			r.res.Published = slices.Concat(earlier, r.res.Published)
 			return s.afterCompletion(ctx, r.res, seat, session)
+		}
+		if res != nil {
+			res.Published = slices.Concat(earlier, res.Published)
 		}
 		return res, err
 	}
-	return &Result{Outcome: OutcomeUncertain, Refusal: refuse(UnsafeReplacement, "", fmt.Sprintf("%s and %s changed during every one of %d classifications", seat, session, s.retries+1), nil, seat, session)}, nil
+	return &Result{Outcome: OutcomeUncertain, Published: earlier, Refusal: refuse(UnsafeReplacement, "", fmt.Sprintf("%s and %s changed during every one of %d classifications", seat, session, s.retries+1), nil, seat, session)}, nil
 }
 
 // spawnMarkerOf returns the first truthy spawn marker among the claim's
@@ -247,7 +260,7 @@ func (s *Store) finish(ctx context.Context, c *Claim, p *Pair, next *Record, res
 			return err
 		}
 		if !won {
-			return errRaced{}
+			return errRaced{published: res.Published[:len(res.Published)-1]}
 		}
 		*rev = h.N + 1
 		if h.Key.Kind == KindSeat {
@@ -367,7 +380,7 @@ func (s *Store) completeMovedRelease(ctx context.Context, p *Pair, held []*Head,
 			return nil, err
 		}
 		if !won {
-			return nil, errRaced{}
+			return nil, errRaced{published: res.Published[:len(res.Published)-1]}
 		}
 		return nil, errRestart{res}
 	}
