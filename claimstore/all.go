@@ -60,7 +60,7 @@ func (s *Store) ClassifyAll(ctx context.Context, opts *ClassifyOptions, each fun
 			each(r)
 		}
 	}
-	wopts := &WalkOptions{tops: map[Loc]uint64{}, Progress: opts.Progress}
+	wopts := &WalkOptions{tops: map[Loc]uint64{}, slim: slimKeyInfo, Progress: opts.Progress}
 	w, err := s.Walk(ctx, wopts)
 	if err != nil {
 		return sum, err

@@ -2,6 +2,7 @@ package claimstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,6 +23,9 @@ type Head struct {
 	// raw is revision N's bytes as read: a publish over a free head
 	// follows exactly these (storage.GuardedPublisher).
 	raw []byte
+	// digest, in a head a walk slimmed for prune (slimForPrune), stands
+	// for the bytes it dropped: their SHA-256.
+	digest *[sha256.Size]byte
 }
 
 // Held reports whether the head holds its key: it does unless it is

@@ -2,6 +2,7 @@ package claimstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,7 +132,10 @@ type PruneReport struct {
 
 // candidate is a key prune may act on.
 type candidate struct {
-	in   *KeyInfo
+	in *KeyInfo
+	// head is a removal's head, read whole again for its batch
+	// (rereadHeads) and let go with it.
+	head *Head
 	base uint64 // compaction: the new base; removal: 0
 	from uint64 // the lowest revision it removes
 	to   uint64 // the highest
@@ -194,7 +198,7 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 			}
 		}
 	}
-	w, err := s.Walk(ctx, &WalkOptions{KeepIdle: true, Progress: func(done, total int) {
+	w, err := s.Walk(ctx, &WalkOptions{KeepIdle: true, slim: slimForPrune, Progress: func(done, total int) {
 		if opts.Progress != nil {
 			opts.Progress("read", done, total)
 		}
@@ -295,7 +299,11 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 	total := len(all)
 	done := 0
 	for start := 0; start < len(all); start += pruneBatch {
-		batch := all[start:min(start+pruneBatch, len(all))]
+		chunk := all[start:min(start+pruneBatch, len(all))]
+		batch, err := s.rereadHeads(ctx, chunk, rep, each)
+		if err != nil {
+			return rep, err
+		}
 		if arch != nil {
 			name, err := arch.write(ctx, s, batch)
 			if err != nil {
@@ -308,7 +316,12 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 		if err := s.pruneBatch(ctx, w, batch, workers, remover, compacter, rep, each); err != nil {
 			return rep, err
 		}
-		done += len(batch)
+		// What the batch read whole goes with it: kept to the end, the
+		// heads would be the whole root again.
+		for _, c := range batch {
+			c.head = nil
+		}
+		done += len(chunk)
 		if opts.Progress != nil {
 			opts.Progress("prune", done, total)
 		}
@@ -335,6 +348,70 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 		}
 	}
 	return rep, nil
+}
+
+// slimForPrune keeps of a key what Prune decides on: the key, its claim and
+// pair member, its numbers and errors, and of its head whether it holds,
+// its date and whether it is a tombstone, with the SHA-256 of its bytes in
+// place of the bytes. The first prune of a root with a year of history
+// walks some 1.5 million keys, nearly all of them to be removed; kept
+// whole, their records and bytes were gigabytes. A removal reads its head
+// whole again when its batch comes (rereadHeads).
+func slimForPrune(in *KeyInfo) {
+	h := in.Head
+	if h == nil {
+		return
+	}
+	slim := &Head{Key: h.Key, N: h.N, Damage: h.Damage}
+	switch {
+	case h.Record == nil:
+	case h.Record.held():
+		slim.Record = slimHeld
+	default:
+		slim.Record = &Record{State: Stopped, Proof: slimFree.Proof, ClaimID: h.Record.ClaimID, WrittenAt: h.Record.WrittenAt, Tombstone: h.Record.Tombstone}
+		sum := sha256.Sum256(h.raw)
+		slim.digest = &sum
+	}
+	in.Head = slim
+}
+
+// rereadHeads reads again, whole, the head of each key of batch that is to
+// be removed: the walk kept of it only what the decision needed
+// (slimForPrune), and the archive, the tombstone and the guarded removal
+// follow its exact bytes. A head that is not byte for byte the one the
+// walk decided on (written to since, or removed and written again) keeps
+// its key, as a tombstone that loses its number does; one that cannot be
+// read now keeps it with the reason. Compactions need no head.
+func (s *Store) rereadHeads(ctx context.Context, batch []*candidate, rep *PruneReport, each func(PruneAction)) ([]*candidate, error) {
+	out := make([]*candidate, 0, len(batch))
+	for _, c := range batch {
+		if c.base > 0 {
+			out = append(out, c)
+			continue
+		}
+		h, err := s.head(ctx, *c.in.Key, true)
+		var why string
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			why = "its head cannot be read again now: " + err.Error()
+		case h.Damage != nil:
+			why = "its head is damaged now: " + h.Damage.Error() + "; run claimctl fsck"
+		case sha256.Sum256(h.raw) != *c.in.Head.digest:
+			// Every revision names its number and claim: other bytes are
+			// another head, whatever its number.
+			why = "written to since it was read"
+		}
+		if why != "" {
+			rep.Kept++
+			each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: why})
+			continue
+		}
+		c.head = h
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // collectFences has the backend remove the fence keys no lost request can
@@ -519,7 +596,7 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, wor
 		}
 	} else {
 		for _, c := range removals {
-			c.tombN, c.tombData = c.in.Head.N, c.in.Head.raw
+			c.tombN, c.tombData = c.head.N, c.head.raw
 		}
 	}
 	if len(removals) == 0 {
@@ -612,7 +689,7 @@ func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers 
 			defer wg.Done()
 			for i := range jobs {
 				c := cs[i]
-				h := c.in.Head
+				h := c.head
 				if h.Record.Tombstone {
 					c.tombN, c.tombData, won[i] = h.N, h.raw, true
 					continue

@@ -97,18 +97,21 @@ type WalkOptions struct {
 	Progress func(done, total int)
 
 	// tops, if set, receives every readable key's highest revision:
-	// ClassifyAll makes them durable before it decides on any. It also
-	// slims what the walk keeps of each key (slimKeyInfo): ClassifyAll,
-	// the one caller that sets it, reads the heads again to classify.
+	// ClassifyAll makes them durable before it decides on any.
 	tops map[Loc]uint64
+	// slim, if set, is applied to each key as soon as it is read, to keep
+	// of it only what the caller decides on (slimKeyInfo for ClassifyAll,
+	// slimForPrune for Prune, both of which read again what they act on):
+	// the records and their bytes were most of a walk's memory, kept for
+	// every key until the last was read.
+	slim func(*KeyInfo)
 	// readers, if above 0, is how many keys are read at once in place of
 	// walkReaders (tests compare a walk read one key at a time).
 	readers int
 }
 
-// slimKeyInfo keeps of a key only what a walk for ClassifyAll (the one
-// walk that sets WalkOptions.tops) uses: the key, its claim and pair
-// member, its numbers and errors for pairing and orphans, and of its head
+// slimKeyInfo keeps of a key only what a walk for ClassifyAll uses: the
+// key, its claim and pair member, its numbers and errors for pairing and orphans, and of its head
 // whether it holds and why not (N, Damage, and in place of the record one
 // of two shared records that hold or do not, as it did). ClassifyAll
 // classifies each pair from its keys alone, reading their heads again;
@@ -168,8 +171,8 @@ func (s *Store) readKeys(ctx context.Context, all []Loc, opts *WalkOptions) ([]*
 					return
 				}
 				out[i] = s.keyInfo(ctx, all[i])
-				if opts.tops != nil {
-					slimKeyInfo(out[i])
+				if opts.slim != nil {
+					opts.slim(out[i])
 				}
 				if opts.Progress != nil {
 					mu.Lock()

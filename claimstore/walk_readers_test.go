@@ -207,7 +207,7 @@ func TestClassifyAllWalkSlim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slim, err := openStore(t, root, nil).Walk(ctx, &WalkOptions{KeepIdle: true, tops: map[Loc]uint64{}})
+	slim, err := openStore(t, root, nil).Walk(ctx, &WalkOptions{KeepIdle: true, tops: map[Loc]uint64{}, slim: slimKeyInfo})
 	if err != nil {
 		t.Fatal(err)
 	}

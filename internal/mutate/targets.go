@@ -122,7 +122,8 @@ var targets = []target{
 		Funcs: []string{
 			"Store.Prune", "Store.collectFences", "oldEnough", "Store.compactionOf",
 			"Store.sessionBlock", "Store.pruneBatch", "Store.publishTombstones",
-			"Store.reportDone", "Store.publishTombstone",
+			"Store.reportDone", "Store.publishTombstone", "slimForPrune",
+			"Store.rereadHeads",
 		},
 		Tests: claimstoreTests,
 	},
