@@ -291,3 +291,39 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+// listWatchFS records, at every listing of a key directory, whether the
+// prune lock was held then.
+type listWatchFS struct {
+	*lockWatchFS
+	listed []bool
+}
+
+func (f *listWatchFS) ReadDir(name string) ([]string, error) {
+	f.mu.Lock()
+	f.listed = append(f.listed, f.held > 0)
+	f.mu.Unlock()
+	return f.lockWatchFS.ReadDir(name)
+}
+
+// Compact lists the key directory before it lets the prune lock go: a
+// stage of the base pointer it then removes is a crash's leftover, never
+// that of another compaction of the key, which holds the lock from its
+// stage's link to its rename.
+func TestCompactListsUnderTheLock(t *testing.T) {
+	root, b, loc := sixRevisions(t)
+	if err := os.WriteFile(filepath.Join(b.dir(loc), baseStagePrefix+"0123"), []byte("x"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	w := &listWatchFS{lockWatchFS: &lockWatchFS{FS: b.fs}}
+	if err := New(root, &Options{FS: w}).Compact(context.Background(), loc, 4); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]bool{true}, w.listed); d != "" {
+		t.Errorf("listings made with the prune lock held (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(append([]string{BaseName}, revNames(4, 5, 6)...), names(t, b.dir(loc))); d != "" {
+		t.Errorf("key directory (-want +got):\n%s", d)
+	}
+	lockFree(t, root)
+}
