@@ -3,6 +3,7 @@ package dirbackend
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,8 +134,10 @@ func TestRemovedKeyForgotten(t *testing.T) {
 	if err := b.Sync(context.Background(), loc, 2); err != nil {
 		t.Fatal(err)
 	}
-	if !contains(w.synced, b.dir(loc)) {
-		t.Errorf("Sync of the key made again fsynced %q, not its directory", w.synced)
+	// The directory and its entry in the kind directory: the other
+	// process may have died before it fsynced either.
+	if !contains(w.synced, b.dir(loc)) || !contains(w.synced, filepath.Dir(b.dir(loc))) {
+		t.Errorf("Sync of the key made again fsynced %q, not its directory and the kind directory", w.synced)
 	}
 	publishRaw(t, b, loc, 3, "newer")
 	n, data, err := New(root, nil).Head(context.Background(), loc)
@@ -180,4 +183,67 @@ func TestRemoveKeysEmpty(t *testing.T) {
 	if got := efs.Injected(); len(got) != 0 {
 		t.Errorf("RemoveKeys of nothing took the lock: %v", got)
 	}
+}
+
+// reusedIdentityFS answers Lstat of one path with a FileInfo saved
+// earlier, while a file is there: a file put in place of a removed one
+// that got its inode, size and times back.
+type reusedIdentityFS struct {
+	vfs.FS
+	mu   sync.Mutex
+	path string
+	fi   fs.FileInfo
+}
+
+func (f *reusedIdentityFS) Lstat(name string) (fs.FileInfo, error) {
+	fi, err := f.FS.Lstat(name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil && name == f.path && f.fi != nil {
+		return f.fi, nil
+	}
+	return fi, err
+}
+
+// A removed key's head is not the backend's own any more, even when the
+// file another process put in its place looks like the one it linked.
+func TestRemovedKeyHeadNotOwn(t *testing.T) {
+	root := newRoot(t)
+	w := &reusedIdentityFS{FS: New(root, nil).fs}
+	b := New(root, &Options{FS: w})
+	loc := sessionLoc('h')
+	for n := uint64(1); n <= 3; n++ {
+		publishRaw(t, b, loc, n, "tomb")
+	}
+	r3 := filepath.Join(b.dir(loc), storage.RevisionName(3))
+	fi, err := os.Lstat(r3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RemoveKey(context.Background(), loc, 3, []byte("tomb")); err != nil {
+		t.Fatal(err)
+	}
+	other := New(root, nil)
+	for n := uint64(1); n <= 3; n++ {
+		publishRaw(t, other, loc, n, "tomb")
+	}
+	w.mu.Lock()
+	w.path, w.fi = r3, fi
+	w.mu.Unlock()
+	if b.IsOwnHead(context.Background(), loc, 3) {
+		t.Errorf("the head another process linked after the removal is taken for the backend's own")
+	}
+}
+
+// RemoveKey reports a moved head as such, and keeps the key.
+func TestRemoveKeyMovedHead(t *testing.T) {
+	root := newRoot(t)
+	b := New(root, nil)
+	loc := sessionLoc('i')
+	publishRaw(t, b, loc, 1, "head")
+	publishRaw(t, b, loc, 2, "second")
+	if err := b.RemoveKey(context.Background(), loc, 1, []byte("head")); !errors.Is(err, storage.ErrHeadMoved) {
+		t.Errorf("RemoveKey of a moved head: %v, want ErrHeadMoved", err)
+	}
+	headIs(t, root, loc, 2)
 }
