@@ -291,3 +291,161 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+// A base pointer that is not durable is not reported written: a fault at
+// any step of writing it (the temporary made, written, fsynced, linked
+// under its stage name, the key directory fsynced after the rename) is
+// Compact's error, and nothing below the base is unlinked. Before the
+// rename the key reads from its old base; after it, the pointer is in
+// place but not known durable, and every revision is still there.
+func TestCompactBasePointerNotDurable(t *testing.T) {
+	all := revNames(1, 2, 3, 4, 5, 6)
+	for _, tc := range []struct {
+		name string
+		rule *errorfs.Rule
+		want error  // errors.Is
+		text string // in the error's text, when set
+		left []string
+		base uint64
+	}{
+		{"temporary", &errorfs.Rule{Op: errorfs.OpCreateTemp}, syscall.EIO, "", all, 1},
+		{"write", &errorfs.Rule{Op: errorfs.OpWrite, Err: syscall.ENOSPC}, syscall.ENOSPC, "", all, 1},
+		{"short write", &errorfs.Rule{Op: errorfs.OpWrite, Kind: errorfs.ShortWrite}, nil, "short write", all, 1},
+		{"write reported failed after it", &errorfs.Rule{Op: errorfs.OpWrite, Kind: errorfs.FailAfter}, syscall.EIO, "", all, 1},
+		{"fsync of the temporary", &errorfs.Rule{Op: errorfs.OpSync}, syscall.EIO, "", all, 1},
+		{"link", &errorfs.Rule{Op: errorfs.OpLink, Path: errorfs.Contains(baseStagePrefix)}, syscall.EIO, "", all, 1},
+		{"fsync of the key directory", &errorfs.Rule{Op: errorfs.OpSyncDir}, syscall.EIO, "", append([]string{BaseName}, all...), 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, b, loc := sixRevisions(t)
+			tc.rule.Path = andPath(tc.rule.Path, errorfs.Contains(loc.Hash))
+			efs := errorfs.Wrap(b.fs, tc.rule)
+			err := New(root, &Options{FS: efs}).Compact(context.Background(), loc, 4)
+			if err == nil || tc.want != nil && !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("Compact: %v; want %v %q (injected %v)", err, tc.want, tc.text, efs.Injected())
+			}
+			if len(efs.Injected()) == 0 {
+				t.Fatalf("no fault injected")
+			}
+			if d := cmp.Diff(tc.left, names(t, b.dir(loc))); d != "" {
+				t.Errorf("key directory (-want +got):\n%s", d)
+			}
+			baseIs(t, New(root, nil), loc, tc.base)
+			lockFree(t, root)
+		})
+	}
+}
+
+// andPath matches where both predicates do (a nil one matches all).
+func andPath(a, b func(string) bool) func(string) bool {
+	if a == nil {
+		return b
+	}
+	return func(p string) bool { return a(p) && b(p) }
+}
+
+// A canceled Compact or RemoveKeys reports its cancellation, as Head and
+// Prepare do, also on a backend that has failed: the caller learns what it
+// asked for, and nothing is touched either way.
+func TestCanceledOnAFailedBackend(t *testing.T) {
+	root, b, loc := sixRevisions(t)
+	efs := errorfs.Wrap(b.fs, &errorfs.Rule{Op: errorfs.OpSyncDir})
+	fb := New(root, &Options{FS: efs})
+	_ = fb.sync(func() error { return fb.fs.SyncDir(root) })
+	if err := fb.checkFailed(); err == nil {
+		t.Fatal("the backend did not fail")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := fb.Compact(ctx, loc, 4); !errors.Is(err, context.Canceled) {
+		t.Errorf("Compact: %v, want context.Canceled", err)
+	}
+	_, head, err := b.Head(context.Background(), loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := fb.RemoveKeys(ctx, []storage.Removal{{Loc: loc, N: 6, Head: head}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("RemoveKeys: %v, %v; want context.Canceled", errs, err)
+	}
+	if d := cmp.Diff(all6(), names(t, b.dir(loc))); d != "" {
+		t.Errorf("key directory (-want +got):\n%s", d)
+	}
+}
+
+func all6() []string { return revNames(1, 2, 3, 4, 5, 6) }
+
+// A key "directory" that is a symlink, in a kind directory others can
+// write: Compact and RemoveKeys refuse with the key's own problem (not a
+// directory; the store never follows it), as Head does, rather than with
+// the kind directory's distrust, and neither follows the link.
+func TestSymlinkedKeyInADistrustedKind(t *testing.T) {
+	root, b, loc := sixRevisions(t)
+	_, head, err := b.Head(context.Background(), loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.Rename(b.dir(loc), elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, b.dir(loc)); err != nil {
+		t.Fatal(err)
+	}
+	kind := filepath.Dir(b.dir(loc))
+	if err := os.Chmod(kind, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(kind, 0o700) })
+	keyProblem := func(what string, err error) {
+		t.Helper()
+		var pe *fs.PathError
+		if !errors.As(err, &pe) || pe.Op != "open directory" || pe.Path != b.dir(loc) || !errors.Is(err, storage.ErrUnsafePath) {
+			t.Errorf("%s: %v; want the key directory refused as a symlink", what, err)
+		}
+	}
+	fb := New(root, nil)
+	_, _, err = fb.Head(context.Background(), loc)
+	keyProblem("Head", err)
+	keyProblem("Compact", fb.Compact(context.Background(), loc, 4))
+	_, err = fb.RemoveKeys(context.Background(), []storage.Removal{{Loc: loc, N: 6, Head: head}})
+	keyProblem("RemoveKeys", err)
+	if d := cmp.Diff(all6(), names(t, elsewhere)); d != "" {
+		t.Errorf("the directory linked to (-want +got):\n%s", d)
+	}
+}
+
+// listWatchFS records, at every listing of a key directory, whether the
+// prune lock was held then.
+type listWatchFS struct {
+	*lockWatchFS
+	listed []bool
+}
+
+func (f *listWatchFS) ReadDir(name string) ([]string, error) {
+	f.mu.Lock()
+	f.listed = append(f.listed, f.held > 0)
+	f.mu.Unlock()
+	return f.lockWatchFS.ReadDir(name)
+}
+
+// Compact lists the key directory before it lets the prune lock go: a
+// stage of the base pointer it then removes is a crash's leftover, never
+// that of another compaction of the key, which holds the lock from its
+// stage's link to its rename.
+func TestCompactListsUnderTheLock(t *testing.T) {
+	root, b, loc := sixRevisions(t)
+	if err := os.WriteFile(filepath.Join(b.dir(loc), baseStagePrefix+"0123"), []byte("x"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	w := &listWatchFS{lockWatchFS: &lockWatchFS{FS: b.fs}}
+	if err := New(root, &Options{FS: w}).Compact(context.Background(), loc, 4); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]bool{true}, w.listed); d != "" {
+		t.Errorf("listings made with the prune lock held (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(append([]string{BaseName}, revNames(4, 5, 6)...), names(t, b.dir(loc))); d != "" {
+		t.Errorf("key directory (-want +got):\n%s", d)
+	}
+	lockFree(t, root)
+}

@@ -211,3 +211,62 @@ func TestGuardedCommitFailures(t *testing.T) {
 		lockFree(t, root)
 	})
 }
+
+// The first revision has nothing below it to guard: PrepareOver of
+// revision 1 commits as Prepare's does.
+func TestGuardedFirstRevision(t *testing.T) {
+	root := newRoot(t)
+	b := New(root, nil)
+	loc := sessionLoc('j')
+	p, err := b.PrepareOver(context.Background(), loc, 1, []byte("one"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(context.Background()); err != nil {
+		t.Fatalf("Commit of revision 1 over nothing: %v", err)
+	}
+	headIs(t, root, loc, 1)
+}
+
+// Where the filesystem has no flock, the prune lock is a lock of this
+// process, one per root: held exclusively (a removal) it lets no other
+// hold in, held shared (a publish) it lets other shared holds in and no
+// exclusive one, and it is let go.
+func TestPruneLockWithoutFlock(t *testing.T) {
+	root := newRoot(t)
+	publishRaw(t, New(root, nil), sessionLoc('k'), 1, "one")
+	efs := errorfs.Wrap(New(root, nil).fs, &errorfs.Rule{Op: errorfs.OpLock, Err: errors.ErrUnsupported})
+	b := New(root, &Options{FS: efs})
+	l := processLock(root) // what another backend of the root takes
+	unlock, err := b.lockPrune(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.TryRLock() {
+		l.RUnlock()
+		t.Errorf("an exclusive hold lets a shared one in")
+	}
+	unlock()
+	unlock, err = b.lockPrune(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.TryRLock() {
+		t.Errorf("a shared hold keeps another shared one out")
+	} else {
+		l.RUnlock()
+	}
+	if l.TryLock() {
+		l.Unlock()
+		t.Errorf("a shared hold lets an exclusive one in")
+	}
+	unlock()
+	if !l.TryLock() {
+		t.Errorf("the lock was not let go")
+	} else {
+		l.Unlock()
+	}
+	if len(efs.Injected()) != 2 {
+		t.Errorf("flock asked %d times, want 2 (then refused as unsupported)", len(efs.Injected()))
+	}
+}

@@ -263,10 +263,13 @@ func (b *Backend) Compact(ctx context.Context, loc storage.Loc, base uint64) err
 		}
 		cur = base
 	}
-	unlock()
 	// The base is durable: what is below it is unseen, and removing it
-	// races nothing (no writer publishes below a head).
+	// races nothing (no writer publishes below a head). The directory is
+	// listed before the lock is let go, so that a stage name in it is a
+	// crash's leftover: listed after, it could be another compaction's
+	// pointer between its link and its rename, which removing would fail.
 	names, err := b.fs.ReadDir(dir)
+	unlock()
 	if err != nil {
 		return err
 	}

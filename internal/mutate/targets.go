@@ -128,6 +128,17 @@ var targets = []target{
 		Tests: claimstoreTests,
 	},
 	{
+		File: "claimstore/dirbackend/prune.go",
+		Funcs: []string{
+			"Backend.readBase", "Backend.Base", "Backend.Census", "guarded.Commit",
+			"Backend.Compact", "Backend.writeBase", "Backend.RemoveKeys", "Backend.removeKeys",
+			"Backend.renameAway", "Backend.syncKinds", "Backend.Sweep", "Backend.deleteTree",
+			"Backend.deleteTrash", "Backend.ListFrom", "Backend.lockPrune", "processLock", "Backend.PrepareOver",
+			"Backend.NeedsTombstone", "randomHex", "Backend.RemoveKey", "Backend.forget", "Backend.ArchiveDir",
+		},
+		Tests: dirbackendTests,
+	},
+	{
 		File:  "hostid/hostid.go",
 		Funcs: []string{"Judge", "parseStat"},
 		// claimstore judges owners through hostid: its classify tests
