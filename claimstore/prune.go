@@ -351,28 +351,21 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 }
 
 // slimForPrune keeps of a key what Prune decides on: the key, its claim and
-// pair member, its numbers and errors, and of its head whether it holds,
-// its date and whether it is a tombstone, with the SHA-256 of its bytes in
-// place of the bytes. The first prune of a root with a year of history
+// pair member, its numbers and errors, and of its head whether it holds
+// (as slimKeyInfo keeps them) and, when free, its date and whether it is a
+// tombstone, with the SHA-256 of its bytes in place of the bytes. The first prune of a root with a year of history
 // walks some 1.5 million keys, nearly all of them to be removed; kept
 // whole, their records and bytes were gigabytes. A removal reads its head
 // whole again when its batch comes (rereadHeads).
 func slimForPrune(in *KeyInfo) {
 	h := in.Head
-	if h == nil {
+	slimKeyInfo(in)
+	if in.Head == nil || in.Head.Record != slimFree {
 		return
 	}
-	slim := &Head{Key: h.Key, N: h.N, Damage: h.Damage}
-	switch {
-	case h.Record == nil:
-	case h.Record.held():
-		slim.Record = slimHeld
-	default:
-		slim.Record = &Record{State: Stopped, Proof: slimFree.Proof, ClaimID: h.Record.ClaimID, WrittenAt: h.Record.WrittenAt, Tombstone: h.Record.Tombstone}
-		sum := sha256.Sum256(h.raw)
-		slim.digest = &sum
-	}
-	in.Head = slim
+	in.Head.Record = &Record{State: Stopped, Proof: slimFree.Proof, ClaimID: h.Record.ClaimID, WrittenAt: h.Record.WrittenAt, Tombstone: h.Record.Tombstone}
+	sum := sha256.Sum256(h.raw)
+	in.Head.digest = &sum
 }
 
 // rereadHeads reads again, whole, the head of each key of batch that is to
