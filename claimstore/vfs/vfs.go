@@ -1,15 +1,3 @@
-// Package vfs is the filesystem seam the directory backend runs on: every
-// call it makes of a filesystem, each method stating what is durable when it
-// returns (nothing is durable that a method does not say is). OS is the
-// operating system's; the crash-simulating and fault-injecting filesystems
-// of the tests implement the same interface, optional methods included, so
-// that they run exactly the paths production runs.
-//
-// It imports nothing of the store (the core, the seam claimstore/storage,
-// either backend), so that a test's filesystem depends on nothing above it;
-// it is not a leaf: it uses hostid for the owner a named temporary's name
-// records (TempOwner) and internal/safefile to open without following a
-// symlink or blocking on a FIFO. TestVFSImportsNothingOfTheStore keeps it so.
 package vfs
 
 import (
