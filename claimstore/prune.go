@@ -353,10 +353,11 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 // slimForPrune keeps of a key what Prune decides on: the key, its claim and
 // pair member, its numbers and errors, and of its head whether it holds
 // (as slimKeyInfo keeps them) and, when free, its date and whether it is a
-// tombstone, with the SHA-256 of its bytes in place of the bytes. The first prune of a root with a year of history
-// walks some 1.5 million keys, nearly all of them to be removed; kept
-// whole, their records and bytes were gigabytes. A removal reads its head
-// whole again when its batch comes (rereadHeads).
+// tombstone, with the SHA-256 of its bytes in place of the bytes. The
+// first prune of a root with a year of history walks some 1.5 million
+// keys, nearly all of them to be removed; kept whole, their records and
+// bytes were gigabytes. A removal reads its head whole again when its
+// batch comes (rereadHeads).
 func slimForPrune(in *KeyInfo) {
 	h := in.Head
 	slimKeyInfo(in)

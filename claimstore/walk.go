@@ -111,9 +111,10 @@ type WalkOptions struct {
 }
 
 // slimKeyInfo keeps of a key only what a walk for ClassifyAll uses: the
-// key, its claim and pair member, its numbers and errors for pairing and orphans, and of its head
-// whether it holds and why not (N, Damage, and in place of the record one
-// of two shared records that hold or do not, as it did). ClassifyAll
+// key, its claim and pair member, its numbers and errors for pairing and
+// orphans, and of its head whether it holds and why not (N, Damage, and in
+// place of the record one of two shared records that hold or do not, as it
+// did). ClassifyAll
 // classifies each pair from its keys alone, reading their heads again;
 // the records, their raw bytes and members were most of the walk's
 // memory, kept for every key until the last pair was classified.
