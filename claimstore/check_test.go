@@ -2,6 +2,7 @@ package claimstore
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/claimstore/vfs"
+	"github.com/claimstore/claimstore/hostid/hostidtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -137,6 +139,56 @@ func TestCheckFindingsAndRepair(t *testing.T) {
 	for _, p := range []string{live, ref, otherNS} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("repair removed %s, whose writer is not proven gone", p)
+		}
+	}
+}
+
+// TestCheckReportsInKeyOrder: Check checks keys several at once, yet
+// reports every key's findings in the order it lists the keys, counts every
+// revision once, and notes every boot proof a revision names (no proof is
+// reported unused), the same from one run to the next.
+func TestCheckReportsInKeyOrder(t *testing.T) {
+	ctx := context.Background()
+	root := newRoot(t)
+	s := openStore(t, root, nil)
+	var seats []Key
+	for i := range 3*walkReaders + 5 {
+		seat := seatKey(t, fmt.Sprintf("s%02d", i))
+		seats = append(seats, seat)
+		mustAcquire(t, s, seat, sessionKey(t, fmt.Sprintf("x%02d", i)))
+		if err := os.WriteFile(filepath.Join(s.KeyDir(seat), "stray"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Proofs named by revisions of keys checked at once.
+	rebooted := openStore(t, root, &TOpts{Host: &hostidtest.Host{Machine: testMachine, Boot: bootB, Procs: map[int]string{}}})
+	if _, err := rebooted.ClassifyAll(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.keyLocs(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, loc := range all {
+		if loc.Kind == KindSeat {
+			want = append(want, s.Path(string(loc.Kind), loc.Hash, "stray"))
+		}
+	}
+	for range 3 {
+		rep, err := openStore(t, root, nil).Check(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range rep.Findings {
+			got = append(got, f.Path)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("findings (-want +got):\n%s", diff)
+		}
+		if rep.Keys != 2*len(seats) || rep.Revisions != 2*2*len(seats) || rep.Proofs == 0 {
+			t.Fatalf("checked %d keys, %d revisions, %d proofs; want %d, %d and a proof", rep.Keys, rep.Revisions, rep.Proofs, 2*len(seats), 4*len(seats))
 		}
 	}
 }

@@ -82,7 +82,7 @@ var OwnerClasses = []OwnerClass{OwnerLive, OwnerGone, OwnerUnknown, OwnerInvalid
 // walked, or whose proofs cannot be listed, is an error: counts of part of
 // a root would read as a root with less held.
 func (s *Store) Stats(ctx context.Context) (*Stats, error) {
-	w, err := s.Walk(ctx, nil)
+	w, err := s.Walk(ctx, &WalkOptions{SlimFree: true})
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +124,15 @@ func (s *Store) Stats(ctx context.Context) (*Stats, error) {
 		rec := latest.Record
 		if rec == nil {
 			rec = other.Record
+			if rec == slimFree {
+				// A free partner the walk kept slim: its owner is in
+				// its record, read again (a head that cannot be read
+				// now names none).
+				rec = nil
+				if h, err := s.Head(ctx, other.Key); err == nil {
+					rec = h.Record
+				}
+			}
 		}
 		st.HeldByOwner[s.ownerClass(rec, judged)]++
 		st.noteHeld(rec)

@@ -94,18 +94,27 @@ func statsRoot(t *testing.T, root string) (*Store, *Stats) {
 	if res, err := rebooted.Classify(ctx, seatJ, sessJ, nil); err != nil || res.Outcome != OutcomeStopped {
 		t.Fatalf("classify j after a reboot: %v, %v", res, err)
 	}
+	// k: released, then the seat's head torn: held (damaged); the owner
+	// is the one the free session's record names, which a walk that keeps
+	// free heads slim reads again.
+	ck := acquire("k", owner4100)
+	if err := s.Release(ctx, ck, NewProof(ProofCohort, "done")); err != nil {
+		t.Fatal(err)
+	}
+	seatK, _ := pair("k")
+	replaceRev(t, s, seatK, 2, []byte("torn"))
 	// An orphan seat: the reference's record (no pair member), no session
 	// of its claim.
 	orphan := seatKey(t, "orphan")
 	writeRev(t, s, orphan, 1, ref(orphan, idO, "reserved", "2024-09-01T00:00:00.000Z").bytes())
 
 	return s, &Stats{
-		Keys:      21,
-		Revisions: 4 + 2 + 4 + 4 + 2 + 2 + 2 + 2 + 4 + 4 + 1,
+		Keys:      23,
+		Revisions: 4 + 2 + 4 + 4 + 2 + 2 + 2 + 2 + 4 + 4 + 4 + 1,
 		Proofs:    1,
-		Pairs:     map[State]int{Uncertain: 4, Stopping: 0, Active: 1, Reserved: 3, Stopped: 2},
-		Uncertain: map[UncertainCause]int{UncertainDamaged: 2, UncertainUnproven: 1, UncertainMayRun: 1},
-		HeldByOwner: map[OwnerClass]int{OwnerLive: 3, OwnerGone: 2, OwnerUnknown: 0, OwnerInvalid: 1, OwnerForeign: 1,
+		Pairs:     map[State]int{Uncertain: 5, Stopping: 0, Active: 1, Reserved: 3, Stopped: 2},
+		Uncertain: map[UncertainCause]int{UncertainDamaged: 3, UncertainUnproven: 1, UncertainMayRun: 1},
+		HeldByOwner: map[OwnerClass]int{OwnerLive: 4, OwnerGone: 2, OwnerUnknown: 0, OwnerInvalid: 1, OwnerForeign: 1,
 			OwnerUnreadable: 1},
 		Orphans:         map[Kind]int{KindSeat: 1, KindSession: 0},
 		Idle:            0,

@@ -95,6 +95,14 @@ type WalkOptions struct {
 	// Progress, if set, is called after each key is read with the number
 	// read and the number to read.
 	Progress func(done, total int)
+	// SlimFree keeps of a free key's head only what says it is free: its
+	// key and number, with a stand-in record (stopped with a proof; no
+	// members, no bytes) shared by every free head. A caller that shows or
+	// counts held keys only (list without --all, Stats) needs no more; on
+	// a root with a long history the free keys are nearly all of it, and
+	// their records were most of a walk's memory. Store.Head reads such a
+	// head whole again.
+	SlimFree bool
 
 	// tops, if set, receives every readable key's highest revision:
 	// ClassifyAll makes them durable before it decides on any.
@@ -134,6 +142,16 @@ func slimKeyInfo(in *KeyInfo) {
 	in.Head = slim
 }
 
+// slimFreeHeads is WalkOptions.SlimFree's slim: a free head becomes its key
+// and number over slimFree; a held or damaged one is kept whole.
+func slimFreeHeads(in *KeyInfo) {
+	h := in.Head
+	if h == nil || h.Record == nil || h.Held() {
+		return
+	}
+	in.Head = &Head{Key: h.Key, N: h.N, Record: slimFree}
+}
+
 // slimHeld and slimFree stand for a record that holds its key and one that
 // does not (stopped with a proof), in a slimmed walk; never written to.
 var (
@@ -160,6 +178,10 @@ func (s *Store) readKeys(ctx context.Context, all []Loc, opts *WalkOptions) ([]*
 	if opts.readers > 0 {
 		readers = opts.readers
 	}
+	slim := opts.slim
+	if slim == nil && opts.SlimFree {
+		slim = slimFreeHeads
+	}
 	var next atomic.Int64
 	var mu sync.Mutex
 	done := 0
@@ -172,8 +194,8 @@ func (s *Store) readKeys(ctx context.Context, all []Loc, opts *WalkOptions) ([]*
 					return
 				}
 				out[i] = s.keyInfo(ctx, all[i])
-				if opts.slim != nil {
-					opts.slim(out[i])
+				if slim != nil {
+					slim(out[i])
 				}
 				if opts.Progress != nil {
 					mu.Lock()

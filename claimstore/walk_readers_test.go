@@ -1,6 +1,7 @@
 package claimstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -172,10 +173,10 @@ func TestWalkCanceledReturnsNoWalk(t *testing.T) {
 	}
 }
 
-// TestClassifyAllWalkSlim: ClassifyAll's walk (the one that collects tops)
-// keeps of each key only what pairing needs, and pairs, orphans and holds
-// exactly as a full walk does; a slim head holds when the full one does.
-func TestClassifyAllWalkSlim(t *testing.T) {
+// slimRoot is a root of released, reserved and active pairs and one
+// damaged session, for the slim walks' tests.
+func slimRoot(t *testing.T) string {
+	t.Helper()
 	ctx := context.Background()
 	root := newRoot(t)
 	s := openStore(t, root, nil)
@@ -203,6 +204,56 @@ func TestClassifyAllWalkSlim(t *testing.T) {
 	if err := os.WriteFile(s.RevisionPath(damaged, 1), []byte("{not json"), 0o400); err != nil {
 		t.Fatal(err)
 	}
+	return root
+}
+
+// TestWalkSlimFree: a walk with SlimFree pairs, orphans and holds exactly as
+// a full walk does, keeps every held head whole, and of a free head its key
+// and number over the one shared stand-in record.
+func TestWalkSlimFree(t *testing.T) {
+	ctx := context.Background()
+	root := slimRoot(t)
+	full, err := openStore(t, root, nil).Walk(ctx, &WalkOptions{KeepIdle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim, err := openStore(t, root, nil).Walk(ctx, &WalkOptions{KeepIdle: true, SlimFree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(summarizeWalk(full), summarizeWalk(slim)); diff != "" {
+		t.Fatalf("the SlimFree walk pairs otherwise (-full +slim):\n%s", diff)
+	}
+	free, held := 0, 0
+	for i, p := range slim.Pairs {
+		fp := full.Pairs[i]
+		for j, in := range []*KeyInfo{p.SeatInfo, p.SessionInfo} {
+			h, fh := in.Head, []*KeyInfo{fp.SeatInfo, fp.SessionInfo}[j].Head
+			switch {
+			case h.Held():
+				held++
+				if h.N != fh.N || !bytes.Equal(h.raw, fh.raw) || (h.Record == nil) != (fh.Record == nil) || h.Record == slimHeld {
+					t.Errorf("%s: a held head was not kept whole", in.Loc.Hash)
+				}
+			default:
+				free++
+				if h.Record != slimFree || h.raw != nil || h.Key != fh.Key || h.N != fh.N {
+					t.Errorf("%s: a free head kept more than its key and number: %+v", in.Loc.Hash, h)
+				}
+			}
+		}
+	}
+	if free == 0 || held == 0 {
+		t.Fatalf("the root has %d free and %d held paired keys; want both", free, held)
+	}
+}
+
+// TestClassifyAllWalkSlim: ClassifyAll's walk (the one that collects tops)
+// keeps of each key only what pairing needs, and pairs, orphans and holds
+// exactly as a full walk does; a slim head holds when the full one does.
+func TestClassifyAllWalkSlim(t *testing.T) {
+	ctx := context.Background()
+	root := slimRoot(t)
 	full, err := openStore(t, root, nil).Walk(ctx, &WalkOptions{KeepIdle: true})
 	if err != nil {
 		t.Fatal(err)

@@ -246,7 +246,9 @@ type LayoutChecker interface {
 	CheckLayout(ctx context.Context, report func(Finding)) error
 	// CheckKey reports what is wrong with loc's directory and its files;
 	// with repair, it removes the temporaries whose writer judge proves
-	// gone, and says so in each finding.
+	// gone, and says so in each finding. It is called for several keys at
+	// once (never for one key twice at once), and calls report from the
+	// calling goroutine only.
 	CheckKey(ctx context.Context, loc Loc, repair bool, judge TempJudge, report func(Finding))
 	// CheckProof reports what is wrong with the file of proof id.
 	CheckProof(ctx context.Context, id string, report func(Finding))

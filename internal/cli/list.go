@@ -84,7 +84,9 @@ cannot be read.`,
 // (Store.Walk: by the pair member a record names, else by claim id).
 func listRoot(e *env, s *claimstore.Store, all bool, now time.Time) (*listJSON, error) {
 	out := &listJSON{Root: s.Root(), Entries: []listEntryJSON{}}
-	w, err := s.Walk(e.ctx, &claimstore.WalkOptions{KeepIdle: all, Progress: func(done, total int) {
+	// Without --all only held keys are shown: a free key's record is not
+	// kept (a held pair's free partner is shown by its key alone).
+	w, err := s.Walk(e.ctx, &claimstore.WalkOptions{KeepIdle: all, SlimFree: !all, Progress: func(done, total int) {
 		e.progress("list", "keys read", done, total)
 	}})
 	e.progressDone()
