@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -558,30 +559,43 @@ func (s *Store) sessionBlock(ctx context.Context, w *Walk, protect map[Loc]bool)
 func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, workers int, remover storage.KeyRemover, compacter storage.Compacter, rep *PruneReport, each func(PruneAction)) error {
 	marker, _ := s.be.(storage.RemovalMarker)
 	tombs := marker != nil && marker.NeedsTombstone()
-	var removals []*candidate
+	var removals, compactions []*candidate
 	for _, c := range batch {
 		if c.base > 0 {
 			if err := s.pause(Point{Barrier: BarrierBeforeRemove, Key: *c.in.Key, Revision: c.in.Head.N, ClaimID: c.in.ClaimID}); err != nil {
 				return err
 			}
-			if err := compacter.Compact(ctx, c.in.Loc, c.base); err != nil {
-				if errors.Is(err, ErrSyncFailed) || ctx.Err() != nil {
-					return err
-				}
-				// A compaction that cannot be done now (an etcd cluster
-				// out of space refuses its base pointer's put; a removal
-				// has no put) leaves the key as it was: whole and
-				// readable. The removals go on; the next prune retries.
-				rep.Kept++
-				each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "not compacted now: " + err.Error() + "; the next prune tries again"})
-				continue
-			}
-			if !c.finish {
-				s.reportDone(rep, c, each)
-			}
+			compactions = append(compactions, c)
 			continue
 		}
 		removals = append(removals, c)
+	}
+	var failed error
+	for i, err := range compactAll(ctx, compacter, compactions) {
+		c := compactions[i]
+		if err != nil {
+			if errors.Is(err, ErrSyncFailed) || ctx.Err() != nil {
+				// The others compacted at the same time are reported
+				// first: each is done, or not, on its own.
+				if failed == nil {
+					failed = err
+				}
+				continue
+			}
+			// A compaction that cannot be done now (an etcd cluster
+			// out of space refuses its base pointer's put; a removal
+			// has no put) leaves the key as it was: whole and
+			// readable. The removals go on; the next prune retries.
+			rep.Kept++
+			each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "not compacted now: " + err.Error() + "; the next prune tries again"})
+			continue
+		}
+		if !c.finish {
+			s.reportDone(rep, c, each)
+		}
+	}
+	if failed != nil {
+		return failed
 	}
 	if tombs {
 		var err error
@@ -662,6 +676,39 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, wor
 		s.reportDone(rep, c, each)
 	}
 	return nil
+}
+
+// compactWorkers is how many seats are compacted at once: a compaction is
+// mostly unlinks in its own directory, and those of different directories
+// proceed side by side (docs/BENCHMARKS.md, "Retention"); the base
+// pointers are written under the prune lock, one at a time whatever this
+// is.
+const compactWorkers = 8
+
+// compactAll compacts each of cs below its base, compactWorkers at once,
+// and returns each one's error, in the order of cs. Once ctx is done, the
+// compactions not yet begun fail with its error.
+func compactAll(ctx context.Context, compacter storage.Compacter, cs []*candidate) []error {
+	errs := make([]error, len(cs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(compactWorkers, len(cs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(cs) {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[i] = err
+					continue
+				}
+				errs[i] = compacter.Compact(ctx, cs[i].in.Loc, cs[i].base)
+			}
+		})
+	}
+	wg.Wait()
+	return errs
 }
 
 // publishTombstones publishes a tombstone above each removal's free head

@@ -480,7 +480,8 @@ type Compacter interface {
 	// removes the revisions below it: a crash in between leaves revisions
 	// below the base, which no reader sees and a later Compact removes.
 	// base must exist and must not be above the head; it never lowers
-	// an existing base.
+	// an existing base. Prune calls it for several keys at once, never
+	// for one key twice at once.
 	Compact(ctx context.Context, loc Loc, base uint64) error
 }
 

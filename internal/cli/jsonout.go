@@ -267,6 +267,7 @@ type pruneJSON struct {
 	Root            string            `json:"root"`
 	DryRun          bool              `json:"dryRun"`
 	OlderThan       string            `json:"olderThan"`
+	Actions         []pruneActionJSON `json:"actions"`
 	Keys            int               `json:"keys"`
 	Removed         int               `json:"removed"`
 	Compacted       int               `json:"compacted"`
@@ -280,7 +281,7 @@ type pruneJSON struct {
 	FencesCollected int               `json:"fencesCollected"`
 	FencesKept      int               `json:"fencesKept"`
 	FencesKeptWhy   string            `json:"fencesKeptWhy,omitempty"`
-	Actions         []pruneActionJSON `json:"actions"`
+	Error           string            `json:"error,omitempty"`
 }
 
 type pruneActionJSON struct {
@@ -570,7 +571,8 @@ var jsonTypes = []jsonType{
 		"fencesCollected": "etcd: fence keys of lost requests removed (with `--dry-run`: that would be), none of which a request still in flight can need",
 		"fencesKept":      "etcd: fence keys left (an older claimstore's; the current epoch's while the cluster is out of space)",
 		"fencesKeptWhy":   "why they are left, when any are",
-		"actions":         "every action (each a `pruneAction`)",
+		"actions":         "every action (each a `pruneAction`), in the order taken; written as each is taken, so that a prune of a year's history holds none of them",
+		"error":           "why the prune stopped before it finished (exit 1), when it had already acted: the actions and counts are what it did",
 	}},
 	{"pruneAction", pruneActionJSON{}, "`prune --json`", map[string]string{
 		"action": "`removed`, `compacted` or `kept`",

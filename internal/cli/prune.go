@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -82,10 +84,12 @@ durable; run it again).`,
 			defer stop()
 			opts := &claimstore.PruneOptions{OlderThan: retention, DryRun: *dryRun, NoArchive: *noArchive, ArchiveDir: *archiveDir, ArchiveOlderThan: archiveKeep}
 			j := pruneJSON{Root: s.Root(), DryRun: *dryRun, OlderThan: *olderThan, Actions: []pruneActionJSON{}}
+			stream := &pruneStream{w: bufio.NewWriter(e.stdout)}
+			defer stream.w.Flush()
 			opts.Each = func(a claimstore.PruneAction) {
 				pa := pruneActionJSON{Action: string(a.Action), Kind: string(a.Key.Kind), Key: keyOut(a.Key, ""), Dir: s.KeyDir(a.Key), From: a.From, To: a.To, Reason: a.Reason}
 				if c.json {
-					j.Actions = append(j.Actions, pa)
+					stream.action(&j, pa)
 					return
 				}
 				verb := string(a.Action)
@@ -112,17 +116,26 @@ durable; run it again).`,
 			}
 			rep, err := s.Prune(ctx, opts)
 			e.progressDone()
+			if rep != nil {
+				j.Keys, j.Removed, j.Compacted, j.Revisions, j.Kept, j.Young = rep.Keys, rep.Removed, rep.Compacted, rep.Revisions, rep.Kept, rep.Young
+				j.Archives, j.ArchivesRemoved, j.Swept, j.Blocked = append([]string{}, rep.Archives...), rep.ArchivesRemoved, rep.Swept, rep.Blocked
+				j.FencesCollected, j.FencesKept, j.FencesKeptWhy = rep.FencesCollected, rep.FencesKept, rep.FencesKeptWhy
+			}
 			if err != nil {
 				if errors.Is(err, claimstore.ErrNoArchive) {
 					return usageErr{err.Error()}
 				}
-				return fmt.Errorf("pruning %s: %w", s.Root(), err)
+				err = fmt.Errorf("pruning %s: %w", s.Root(), err)
+				if c.json && stream.started {
+					// What it did before it stopped is on record: the
+					// document is ended, with why.
+					j.Error = err.Error()
+					stream.end(&j)
+				}
+				return err
 			}
-			j.Keys, j.Removed, j.Compacted, j.Revisions, j.Kept, j.Young = rep.Keys, rep.Removed, rep.Compacted, rep.Revisions, rep.Kept, rep.Young
-			j.Archives, j.ArchivesRemoved, j.Swept, j.Blocked = append([]string{}, rep.Archives...), rep.ArchivesRemoved, rep.Swept, rep.Blocked
-			j.FencesCollected, j.FencesKept, j.FencesKeptWhy = rep.FencesCollected, rep.FencesKept, rep.FencesKeptWhy
 			if c.json {
-				writeJSON(e.stdout, j)
+				stream.end(&j)
 				return nil
 			}
 			verb := "removed"
@@ -170,4 +183,52 @@ func parseRetention(name, v string, zeroKeeps bool) (time.Duration, error) {
 		return 0, usagef("--%s 0: a retention of nothing would remove history that a decision may still rest on; give a duration (30d)", name)
 	}
 	return d, nil
+}
+
+// pruneStream writes prune --json's document as prune acts: its head (root,
+// dryRun, olderThan) and each action as it is taken, then the counts once
+// prune is done. The document is byte for byte the one writeJSON writes of
+// the whole pruneJSON; a prune of a year's history kept every action until
+// the end to write it.
+type pruneStream struct {
+	w       *bufio.Writer
+	started bool
+}
+
+// actionsOpen is where a pruneJSON with no actions is split: what comes
+// before it is the head, written before the first action; what comes after
+// "[" closes the actions. A JSON string escapes its quotes, so the first
+// match is the member itself.
+const actionsOpen = `"actions":[`
+
+func (p *pruneStream) action(j *pruneJSON, a pruneActionJSON) {
+	if !p.started {
+		doc := pruneDoc(j)
+		p.w.Write(doc[:bytes.Index(doc, []byte(actionsOpen))+len(actionsOpen)])
+		p.started = true
+	} else {
+		p.w.WriteByte(',')
+	}
+	var b bytes.Buffer
+	writeJSON(&b, a)
+	p.w.Write(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+}
+
+func (p *pruneStream) end(j *pruneJSON) {
+	doc := pruneDoc(j)
+	i := bytes.Index(doc, []byte(actionsOpen)) + len(actionsOpen)
+	if p.started {
+		doc = doc[i:] // the "]" and what follows: the actions were written
+	}
+	p.w.Write(doc)
+	p.w.Flush()
+}
+
+// pruneDoc is j with no actions, as writeJSON writes it.
+func pruneDoc(j *pruneJSON) []byte {
+	var b bytes.Buffer
+	c := *j
+	c.Actions = []pruneActionJSON{}
+	writeJSON(&b, c)
+	return b.Bytes()
 }

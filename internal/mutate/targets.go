@@ -121,7 +121,7 @@ var targets = []target{
 		File: "claimstore/prune.go",
 		Funcs: []string{
 			"Store.Prune", "Store.collectFences", "oldEnough", "Store.compactionOf",
-			"Store.sessionBlock", "Store.pruneBatch", "Store.publishTombstones",
+			"Store.sessionBlock", "Store.pruneBatch", "compactAll", "Store.publishTombstones",
 			"Store.reportDone", "Store.publishTombstone", "slimForPrune",
 			"Store.rereadHeads",
 		},
