@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
 	"github.com/claimstore/claimstore/hostid"
@@ -112,20 +111,11 @@ func (s *Store) Check(ctx context.Context, opts *CheckOptions) (*CheckReport, er
 		part := all[start:min(start+checkChunk, len(all))]
 		found := make([][]Finding, len(part))
 		revisions := make([]int, len(part))
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range min(walkReaders, len(part)) {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(part) || ctx.Err() != nil {
-						return
-					}
-					revisions[i] = s.checkKey(ctx, part[i], layout, opts, name, func(f Finding) { found[i] = append(found[i], f) })
-				}
-			})
-		}
-		wg.Wait()
+		inParallel(len(part), walkReaders, func(i int) {
+			if ctx.Err() == nil {
+				revisions[i] = s.checkKey(ctx, part[i], layout, opts, name, func(f Finding) { found[i] = append(found[i], f) })
+			}
+		})
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -75,7 +74,8 @@ type PruneOptions struct {
 
 // DefaultPruneWorkers is how many tombstones prune publishes at once when
 // PruneOptions.Workers is not set: enough concurrent fsyncs that a journal
-// commit covers many of them (docs/BENCHMARKS.md, "Retention").
+// commit covers many of them, or, without a journal, that the disk's queue
+// holds many (docs/BENCHMARKS.md, "Retention").
 const DefaultPruneWorkers = 32
 
 // PruneActionKind says what prune did to a key.
@@ -690,32 +690,21 @@ const compactWorkers = 8
 // compactions not yet begun fail with its error.
 func compactAll(ctx context.Context, compacter storage.Compacter, cs []*candidate) []error {
 	errs := make([]error, len(cs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(compactWorkers, len(cs)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(cs) {
-					return
-				}
-				if err := ctx.Err(); err != nil {
-					errs[i] = err
-					continue
-				}
-				errs[i] = compacter.Compact(ctx, cs[i].in.Loc, cs[i].base)
-			}
-		})
-	}
-	wg.Wait()
+	inParallel(len(cs), compactWorkers, func(i int) {
+		if err := ctx.Err(); err != nil {
+			errs[i] = err
+			return
+		}
+		errs[i] = compacter.Compact(ctx, cs[i].in.Loc, cs[i].base)
+	})
 	return errs
 }
 
 // publishTombstones publishes a tombstone above each removal's free head
 // (one already a tombstone is its own), workers at a time: each is an
 // exclusive, durable publish of its own key, and fsyncs issued together
-// share the filesystem's journal commits where one at a time would pay one
-// each. It returns the removals whose tombstone is the head, in order, and
+// share the filesystem's journal commits (or the disk's queue) where one
+// at a time would pay one each. It returns the removals whose tombstone is the head, in order, and
 // reports the others kept (written to since they were read). A failed
 // publish (the first, in order) or a cancellation is its error; the
 // tombstones published by then stay, free, for the next prune.

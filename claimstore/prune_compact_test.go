@@ -108,14 +108,20 @@ func TestPruneCompactionFailureReportsTheOthers(t *testing.T) {
 
 // A prune canceled while it compacts reports as compacted exactly the
 // seats whose compaction was done: those it had not begun fail with the
-// cancellation, however many there are beside the workers.
+// cancellation, however many there are beside the workers, and never
+// reach the backend.
 func TestPruneCanceledWhileCompacting(t *testing.T) {
 	root, clk, seats := compactRoot(t, 2*compactWorkers+3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var once sync.Once
+	var mu sync.Mutex
+	calls := 0
 	s := openHooked(t, root, clk, func(h *hookedBackend) {
 		h.compact = func(ctx context.Context, loc Loc, base uint64) error {
+			mu.Lock()
+			calls++
+			mu.Unlock()
 			once.Do(cancel)
 			if err := ctx.Err(); err != nil {
 				return err
@@ -134,6 +140,10 @@ func TestPruneCanceledWhileCompacting(t *testing.T) {
 	}
 	if compacted != 0 || rep.Compacted != 0 {
 		t.Errorf("%d compactions reported, %d counted; none was done", compacted, rep.Compacted)
+	}
+	// Only those begun before the cancellation reach the backend.
+	if calls > compactWorkers {
+		t.Errorf("%d compactions begun after the prune was canceled; want at most the %d begun with it", calls, compactWorkers)
 	}
 	for _, k := range seats {
 		if b, err := s.be.(interface {

@@ -167,6 +167,26 @@ var (
 // busy; the memory is what each reader holds of one key.
 const walkReaders = 16
 
+// inParallel calls f(i) for each i from 0 to n-1, workers calls at once,
+// and returns when every call has returned. The walk, fsck and prune's
+// compactions share it: their work is system calls that wait, one key each.
+func inParallel(n, workers int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // readKeys reads every key of all with keyInfo, walkReaders at once, and
 // returns what it read in the order of all: whatever order the reads end
 // in, the walk pairs exactly as a walk reading one key at a time does.
@@ -182,31 +202,23 @@ func (s *Store) readKeys(ctx context.Context, all []Loc, opts *WalkOptions) ([]*
 	if slim == nil && opts.SlimFree {
 		slim = slimFreeHeads
 	}
-	var next atomic.Int64
 	var mu sync.Mutex
 	done := 0
-	var wg sync.WaitGroup
-	for range min(readers, len(all)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(all) || ctx.Err() != nil {
-					return
-				}
-				out[i] = s.keyInfo(ctx, all[i])
-				if slim != nil {
-					slim(out[i])
-				}
-				if opts.Progress != nil {
-					mu.Lock()
-					done++
-					opts.Progress(done, len(all))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
+	inParallel(len(all), readers, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		out[i] = s.keyInfo(ctx, all[i])
+		if slim != nil {
+			slim(out[i])
+		}
+		if opts.Progress != nil {
+			mu.Lock()
+			done++
+			opts.Progress(done, len(all))
+			mu.Unlock()
+		}
+	})
 	// A canceled walk may have left keys unread: it returns no walk.
 	if err := ctx.Err(); err != nil {
 		return nil, err

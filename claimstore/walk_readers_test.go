@@ -163,13 +163,20 @@ func TestWalkCanceledReturnsNoWalk(t *testing.T) {
 		mustAcquire(t, s, seatKey(t, fmt.Sprintf("s%d", i)), sessionKey(t, fmt.Sprintf("x%d", i)))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := openStore(t, root, nil).Walk(ctx, &WalkOptions{Progress: func(done, total int) {
+	last, total := 0, 0
+	w, err := openStore(t, root, nil).Walk(ctx, &WalkOptions{Progress: func(done, n int) {
+		last, total = done, n
 		if done == 5 {
 			cancel()
 		}
 	}})
 	if !errors.Is(err, context.Canceled) || w != nil {
 		t.Fatalf("canceled walk = %v, %v; want no walk and context.Canceled", w, err)
+	}
+	// The readers stop at the cancellation: each ends the key it was
+	// reading, none begins another.
+	if last > 5+walkReaders {
+		t.Errorf("the walk read %d of %d keys after it was canceled at 5; want at most %d", last, total, 5+walkReaders)
 	}
 }
 
@@ -245,6 +252,14 @@ func TestWalkSlimFree(t *testing.T) {
 	}
 	if free == 0 || held == 0 {
 		t.Fatalf("the root has %d free and %d held paired keys; want both", free, held)
+	}
+	// Without SlimFree, a free head is kept whole.
+	for _, p := range full.Pairs {
+		for _, in := range []*KeyInfo{p.SeatInfo, p.SessionInfo} {
+			if h := in.Head; !h.Held() && (h.Record == slimFree || h.raw == nil) {
+				t.Errorf("%s: a walk without SlimFree kept a free head slim", in.Loc.Hash)
+			}
+		}
 	}
 }
 

@@ -112,7 +112,7 @@ var targets = []target{
 	},
 	{
 		File:  "claimstore/walk.go",
-		Funcs: []string{"Store.keyInfo", "Store.pairKeys", "KeyInfo.Held", "Store.readKeys", "slimKeyInfo", "slimFreeHeads"},
+		Funcs: []string{"Store.keyInfo", "Store.pairKeys", "KeyInfo.Held", "Store.readKeys", "inParallel", "slimKeyInfo", "slimFreeHeads"},
 		Tests: claimstoreTests,
 	},
 	{
