@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -44,5 +46,31 @@ func TestPruneStreamIsTheDocument(t *testing.T) {
 				t.Fatalf("the document reads back as %d actions, error %q (%v)", len(back.Actions), back.Error, err)
 			}
 		})
+	}
+}
+
+// prune runs with less collector headroom than the runtime's default,
+// unless the operator set GOGC.
+func TestPruneGCPercent(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	root := filepath.Join(t.TempDir(), "root")
+	if code, out, errs := runIn(t, nil, "acquire", "--root", root, "--seat", "s", "--project", "p", "--workspace", "/w", "--session", "x", "--owner-pid", "parent"); code != exitOK {
+		t.Fatalf("acquire: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := runIn(t, nil, "prune", "--root", root, "--dry-run"); code != exitOK {
+		t.Fatalf("prune: exit %d\n%s%s", code, out, errs)
+	}
+	if got := debug.SetGCPercent(100); got != pruneGCPercent {
+		t.Errorf("after claimctl prune the collector's target is %d, want %d", got, pruneGCPercent)
+	}
+	pruneGC(func(k string) string {
+		if k == "GOGC" {
+			return "200"
+		}
+		return ""
+	})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set, pruneGC changed the collector's target to %d", got)
 	}
 }
