@@ -704,10 +704,11 @@ func compactAll(ctx context.Context, compacter storage.Compacter, cs []*candidat
 // (one already a tombstone is its own), workers at a time: each is an
 // exclusive, durable publish of its own key, and fsyncs issued together
 // share the filesystem's journal commits (or the disk's queue) where one
-// at a time would pay one each. It returns the removals whose tombstone is the head, in order, and
-// reports the others kept (written to since they were read). A failed
-// publish (the first, in order) or a cancellation is its error; the
-// tombstones published by then stay, free, for the next prune.
+// at a time would pay one each. It returns the removals whose tombstone
+// is the head, in order, and reports the others kept (written to since
+// they were read). A failed publish (the first, in order) or a
+// cancellation is its error; the tombstones published by then stay, free,
+// for the next prune.
 func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers int, rep *PruneReport, each func(PruneAction)) ([]*candidate, error) {
 	won := make([]bool, len(cs))
 	errs := make([]error, len(cs))

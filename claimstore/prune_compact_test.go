@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,15 +35,10 @@ func TestPruneCompactsSeatsAtOnce(t *testing.T) {
 	root, clk, seats := compactRoot(t, 4)
 	second := make(chan struct{})
 	var once sync.Once
-	var mu sync.Mutex
-	calls := 0
+	var calls atomic.Int64
 	s := openHooked(t, root, clk, func(h *hookedBackend) {
 		h.compact = func(ctx context.Context, loc Loc, base uint64) error {
-			mu.Lock()
-			calls++
-			first := calls == 1
-			mu.Unlock()
-			if first {
+			if calls.Add(1) == 1 {
 				select {
 				case <-second:
 				case <-time.After(10 * time.Second):
@@ -59,10 +55,8 @@ func TestPruneCompactsSeatsAtOnce(t *testing.T) {
 		t.Fatalf("compacted %d, kept %d (%v); want %d compacted", rep.Compacted, rep.Kept, got, len(seats))
 	}
 	for _, k := range seats {
-		if b, err := s.be.(interface {
-			Base(context.Context, Loc) (uint64, error)
-		}).Base(context.Background(), k.Loc()); err != nil || b != 4 {
-			t.Errorf("%s: base %d, %v; want 4", k, b, err)
+		if b := baseOf(t, s, k); b != 4 {
+			t.Errorf("%s: base %d; want 4", k, b)
 		}
 	}
 	mustCheckClean(t, s)
@@ -115,13 +109,10 @@ func TestPruneCanceledWhileCompacting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var once sync.Once
-	var mu sync.Mutex
-	calls := 0
+	var calls atomic.Int64
 	s := openHooked(t, root, clk, func(h *hookedBackend) {
 		h.compact = func(ctx context.Context, loc Loc, base uint64) error {
-			mu.Lock()
-			calls++
-			mu.Unlock()
+			calls.Add(1)
 			once.Do(cancel)
 			if err := ctx.Err(); err != nil {
 				return err
@@ -142,14 +133,12 @@ func TestPruneCanceledWhileCompacting(t *testing.T) {
 		t.Errorf("%d compactions reported, %d counted; none was done", compacted, rep.Compacted)
 	}
 	// Only those begun before the cancellation reach the backend.
-	if calls > compactWorkers {
-		t.Errorf("%d compactions begun after the prune was canceled; want at most the %d begun with it", calls, compactWorkers)
+	if n := calls.Load(); n > compactWorkers {
+		t.Errorf("%d compactions begun after the prune was canceled; want at most the %d begun with it", n, compactWorkers)
 	}
 	for _, k := range seats {
-		if b, err := s.be.(interface {
-			Base(context.Context, Loc) (uint64, error)
-		}).Base(context.Background(), k.Loc()); err != nil || b != 1 {
-			t.Errorf("%s: base %d, %v; want 1 (not compacted)", k, b, err)
+		if b := baseOf(t, s, k); b != 1 {
+			t.Errorf("%s: base %d; want 1 (not compacted)", k, b)
 		}
 	}
 }
