@@ -551,3 +551,21 @@ func commitBench(b *testing.B, t vfs.TempFile, dir string, n uint64) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkRecordMarshal is the encoding of one revision as a step does it:
+// a record read back, then given a fresh proof (as a release is).
+func BenchmarkRecordMarshal(b *testing.B) {
+	k := sessionKey(b, "bench")
+	r, err := DecodeRecord(refRecord(k, 1, testClaimID, "active").bytes(), k, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	next := r.clone()
+	next.State, next.Proof, next.Revision = Stopped, NewProof(ProofCohort, "bench"), 2
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := next.Marshal(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -209,10 +209,7 @@ func setMarker(r *Record, marker json.RawMessage) {
 	}
 }
 
-func bootProofJSON(ref string) json.RawMessage {
-	b, _ := marshal(map[string]any{"kind": ProofBoot, "ref": ref, "effects": nil}, "kind", "ref", "effects")
-	return b
-}
+func bootProofJSON(ref string) json.RawMessage { return proofJSON(ProofBoot, ref) }
 
 // finish brings both keys of the claim to next, seat first, fenced on the
 // heads p that the classification judged. A key already at next (same

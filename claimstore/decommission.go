@@ -545,10 +545,7 @@ func (s *Store) verifyDecommissionProof(ctx context.Context, rec *Record) error 
 	return nil
 }
 
-func decommissionProofJSON(ref string) json.RawMessage {
-	b, _ := marshal(map[string]any{"kind": ProofDecommissioned, "ref": ref, "effects": nil}, "kind", "ref", "effects")
-	return b
-}
+func decommissionProofJSON(ref string) json.RawMessage { return proofJSON(ProofDecommissioned, ref) }
 
 // Decommission states of a record, as DecommissionView says them.
 const (

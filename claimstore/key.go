@@ -122,29 +122,36 @@ func (k Key) JSON() []byte {
 func appendJSString(b []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
 	b = append(b, '"')
+	// Runs of bytes that need no escape are copied whole: every record
+	// and every key hash passes through here.
+	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		switch {
-		case c == '"':
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		start = i + 1
+		switch c {
+		case '"':
 			b = append(b, '\\', '"')
-		case c == '\\':
+		case '\\':
 			b = append(b, '\\', '\\')
-		case c == '\b':
+		case '\b':
 			b = append(b, '\\', 'b')
-		case c == '\f':
+		case '\f':
 			b = append(b, '\\', 'f')
-		case c == '\n':
+		case '\n':
 			b = append(b, '\\', 'n')
-		case c == '\r':
+		case '\r':
 			b = append(b, '\\', 'r')
-		case c == '\t':
+		case '\t':
 			b = append(b, '\\', 't')
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		default:
-			b = append(b, c)
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
 	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 

@@ -101,15 +101,23 @@ type Proof struct {
 func NewProof(k ProofKind, ref string) *Proof { return &Proof{Kind: k, Ref: ref} }
 
 // MarshalJSON writes the proof as read, or {kind, ref} for a new one.
-func (p *Proof) MarshalJSON() ([]byte, error) {
+func (p *Proof) MarshalJSON() ([]byte, error) { return p.appendJSON(nil), nil }
+
+// appendJSON appends the proof's JSON: the bytes it was read from, or
+// {"kind":…,"ref":…} with an empty ref as null.
+func (p *Proof) appendJSON(b []byte) []byte {
 	if p.raw != nil {
-		return p.raw, nil
+		return append(b, p.raw...)
 	}
-	var ref any
-	if p.Ref != "" {
-		ref = p.Ref
+	b = append(b, `{"kind":`...)
+	b = append(b, encodeString(string(p.Kind))...)
+	b = append(b, `,"ref":`...)
+	if p.Ref == "" {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, encodeString(p.Ref)...)
 	}
-	return marshal(map[string]any{"kind": p.Kind, "ref": ref}, "kind", "ref")
+	return append(b, '}')
 }
 
 func (p *Proof) equal(q *Proof) bool {
@@ -129,11 +137,19 @@ type Host struct {
 }
 
 // MarshalJSON writes the host as read, or {machineId, bootId} for a new one.
-func (h Host) MarshalJSON() ([]byte, error) {
+func (h Host) MarshalJSON() ([]byte, error) { return h.appendJSON(nil), nil }
+
+// appendJSON appends the host's JSON: the bytes it was read from, or
+// {"machineId":…,"bootId":…}.
+func (h Host) appendJSON(b []byte) []byte {
 	if h.raw != nil {
-		return h.raw, nil
+		return append(b, h.raw...)
 	}
-	return marshal(map[string]any{"machineId": h.MachineID, "bootId": h.BootID}, "machineId", "bootId")
+	b = append(b, `{"machineId":`...)
+	b = append(b, encodeString(h.MachineID)...)
+	b = append(b, `,"bootId":`...)
+	b = append(b, encodeString(h.BootID)...)
+	return append(b, '}')
 }
 
 // Owner is the process that owns a claim, as the record keeps it.
@@ -229,6 +245,15 @@ var recordOrder = []string{
 	"host", "owner", "unitName", "spawnMarker", "invocationId", "engine", "shim", "generation",
 	"state", "proof", "stop", "prior", "execution", "cohortRef",
 }
+
+// inRecordOrder is recordOrder as a set.
+var inRecordOrder = func() map[string]bool {
+	m := make(map[string]bool, len(recordOrder))
+	for _, name := range recordOrder {
+		m[name] = true
+	}
+	return m
+}()
 
 // reserved are the members a patch may not set: the store owns them.
 var reserved = map[string]bool{"version": true, "kind": true, "claimId": true, "key": true, "revision": true, "writtenAt": true, "host": true}
@@ -343,66 +368,65 @@ func (r *Record) clone() *Record {
 
 // Marshal returns the record as it is stored: one JSON object and a newline.
 func (r *Record) Marshal() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	n := 0
-	member := func(name string, v []byte) {
-		if n > 0 {
-			b.WriteByte(',')
+	// Every step encodes two of these before its first fsync, so the
+	// encoding is on the step's critical path: one buffer, sized for a
+	// usual record, and no member re-validated that is already compact.
+	b := append(make([]byte, 0, 1024), '{')
+	member := func(name string) {
+		if len(b) > 1 { // a member before this one
+			b = append(b, ',')
 		}
-		n++
-		b.Write(appendJSString(nil, name))
-		b.WriteByte(':')
-		b.Write(v)
+		b = appendJSString(b, name)
+		b = append(b, ':')
 	}
-	known := map[string]bool{}
 	for _, name := range recordOrder {
-		known[name] = true
 		switch name {
 		case "version":
-			member(name, []byte(strconv.Itoa(RecordVersion)))
+			member(name)
+			b = strconv.AppendInt(b, RecordVersion, 10)
 		case "kind":
 			kind := RecordKind
 			if r.Tombstone {
 				kind = TombstoneKind
 			}
-			member(name, appendJSString(nil, kind))
+			member(name)
+			b = appendJSString(b, kind)
 		case "claimId":
-			member(name, appendJSString(nil, r.ClaimID))
+			member(name)
+			b = appendJSString(b, r.ClaimID)
 		case "host":
-			v, err := r.Host.MarshalJSON()
-			if err != nil {
-				return nil, err
-			}
-			member(name, v)
+			member(name)
+			b = r.Host.appendJSON(b)
 		case "state":
-			member(name, appendJSString(nil, string(r.State)))
+			member(name)
+			b = appendJSString(b, string(r.State))
 		case "proof":
+			member(name)
 			if r.Proof == nil {
-				member(name, []byte("null"))
-				continue
+				b = append(b, "null"...)
+			} else {
+				b = r.Proof.appendJSON(b)
 			}
-			v, err := r.Proof.MarshalJSON()
-			if err != nil {
-				return nil, err
-			}
-			member(name, v)
 		default:
 			if v, ok := r.Fields.Get(name); ok {
-				member(name, compact(v))
+				member(name)
+				b = append(b, compact(v)...)
 			}
 		}
 	}
 	for _, f := range r.Fields {
-		if !known[f.Name] && !reserved[f.Name] {
-			member(f.Name, compact(f.Value))
+		if !inRecordOrder[f.Name] && !reserved[f.Name] {
+			member(f.Name)
+			b = append(b, compact(f.Value)...)
 		}
 	}
-	member("key", r.Key.JSON())
-	member("revision", []byte(strconv.FormatUint(r.Revision, 10)))
-	member("writtenAt", appendJSString(nil, r.WrittenAt))
-	b.WriteString("}\n")
-	return b.Bytes(), nil
+	member("key")
+	b = append(b, r.Key.JSON()...)
+	member("revision")
+	b = strconv.AppendUint(b, r.Revision, 10)
+	member("writtenAt")
+	b = appendJSString(b, r.WrittenAt)
+	return append(b, "}\n"...), nil
 }
 
 // isLowerHex reports whether s is n lowercase hex digits.
@@ -672,6 +696,12 @@ func truthy(raw json.RawMessage) bool {
 }
 
 func compact(raw []byte) []byte {
+	// JSON without a byte of whitespace is already compact (and
+	// json.Compact would return it unchanged, or fail and return it as
+	// it is): most values a record carries, which need no second scan.
+	if !bytes.ContainsAny(raw, " \t\n\r") {
+		return raw
+	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
 		return raw
@@ -690,24 +720,13 @@ func show(raw json.RawMessage) string {
 	return s
 }
 
-// marshal writes m's members in the given order, as JSON.stringify would.
-func marshal(m map[string]any, order ...string) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, k := range order {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(appendJSString(nil, k))
-		b.WriteByte(':')
-		v, err := jsJSON(m[k])
-		if err != nil {
-			return nil, err
-		}
-		b.Write(v)
-	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+// proofJSON is the proof object classify and decommission publish:
+// {"kind":…,"ref":…,"effects":null}, its strings encoded as jsJSON would.
+func proofJSON(kind ProofKind, ref string) json.RawMessage {
+	b := append([]byte(`{"kind":`), encodeString(string(kind))...)
+	b = append(b, `,"ref":`...)
+	b = append(b, encodeString(ref)...)
+	return append(b, `,"effects":null}`...)
 }
 
 // jsJSON encodes v without HTML escaping. It may escape U+2028 and U+2029
@@ -721,6 +740,19 @@ func jsJSON(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// encodeString is jsJSON of the string s, byte for byte: where s is valid
+// UTF-8 without U+2028 or U+2029, the two encoders agree on every byte
+// (the same escapes, lowercase hex for the other control characters, no
+// HTML escaping), and appendJSString needs no encoder, buffer or
+// reflection; anything else goes through jsJSON.
+func encodeString(s string) []byte {
+	if utf8.ValidString(s) && !strings.ContainsAny(s, "\u2028\u2029") {
+		return appendJSString(nil, s)
+	}
+	v, _ := jsJSON(s) // a string always encodes
+	return v
 }
 
 // timestamp formats t as the record's writtenAt does.

@@ -1,12 +1,14 @@
 package claimstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 )
 
 // TestRecordRoundTrip decodes a record holding every field of the
@@ -241,5 +243,67 @@ func TestClaimIDs(t *testing.T) {
 func TestTimestamp(t *testing.T) {
 	if got := timestamp(fixedNow()); got != "2024-05-06T07:08:09.010Z" {
 		t.Errorf("timestamp = %s", got)
+	}
+}
+
+// TestEncodeStringIsJSJSON pins encodeString to jsJSON byte for byte,
+// whichever path it takes: every control character, the two separators
+// jsJSON escapes, invalid UTF-8, and random strings.
+func TestEncodeStringIsJSJSON(t *testing.T) {
+	cases := []string{"", "plain", `q"uote`, `back\slash`, "<&>", "\u007f", "caf\u00e9", "\u2028", "a\u2029b", "\xff", "a\xc3", "\U0001f600"}
+	for c := range 0x20 {
+		cases = append(cases, "x"+string(rune(c))+"y")
+	}
+	check := func(t interface {
+		Helper()
+		Fatalf(string, ...any)
+	}, s string) {
+		t.Helper()
+		want, err := jsJSON(s)
+		if err != nil {
+			t.Fatalf("jsJSON(%q): %v", s, err)
+		}
+		if got := encodeString(s); !bytes.Equal(got, want) {
+			t.Fatalf("encodeString(%q) = %s, jsJSON gives %s", s, got, want)
+		}
+	}
+	for _, s := range cases {
+		check(t, s)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		check(t, rapid.String().Draw(t, "s"))
+		check(t, string(rapid.SliceOf(rapid.Byte()).Draw(t, "bytes")))
+	})
+}
+
+// TestCompactFastPath pins compact to json.Compact: a value without
+// whitespace comes back as it is, and so does anything json.Compact refuses.
+func TestCompactFastPath(t *testing.T) {
+	for _, v := range []string{`{"a":1}`, `{ "a" : [1, 2] }`, "\"a b\"", "\"a\tb\"", "[1,\n2]", `{"a":`, "{\"a\": ", `"x"`, "null", "  null  "} {
+		var want bytes.Buffer
+		if err := json.Compact(&want, []byte(v)); err != nil {
+			want.Reset()
+			want.WriteString(v)
+		}
+		if got := compact([]byte(v)); string(got) != want.String() {
+			t.Errorf("compact(%q) = %q, want %q", v, got, want.String())
+		}
+	}
+}
+
+// TestProofJSON pins the proof objects classify and decommission write:
+// members in this order, effects null, the ref always a string.
+func TestProofJSON(t *testing.T) {
+	for _, c := range []struct {
+		got  json.RawMessage
+		want string
+	}{
+		{bootProofJSON("p-1"), `{"kind":"boot","ref":"p-1","effects":null}`},
+		{bootProofJSON(""), `{"kind":"boot","ref":"","effects":null}`},
+		{decommissionProofJSON("d\"1\u2028"), `{"kind":"decommissioned","ref":"d\"1\u2028","effects":null}`},
+	} {
+		if string(c.got) != c.want {
+			t.Errorf("got %s, want %s", c.got, c.want)
+		}
 	}
 }
