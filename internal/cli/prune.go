@@ -85,7 +85,7 @@ durable; run it again).`,
 			defer stop()
 			pruneGC(e.getenv)
 			opts := &claimstore.PruneOptions{OlderThan: retention, DryRun: *dryRun, NoArchive: *noArchive, ArchiveDir: *archiveDir, ArchiveOlderThan: archiveKeep}
-			j := pruneJSON{Root: s.Root(), DryRun: *dryRun, OlderThan: *olderThan, Actions: []pruneActionJSON{}}
+			j := pruneJSON{Root: s.Root(), DryRun: *dryRun, OlderThan: *olderThan}
 			stream := &pruneStream{w: bufio.NewWriter(e.stdout)}
 			defer stream.w.Flush()
 			opts.Each = func(a claimstore.PruneAction) {
@@ -244,7 +244,8 @@ func (p *pruneStream) end(j *pruneJSON) {
 	p.w.Flush()
 }
 
-// pruneDoc is j with no actions, as writeJSON writes it.
+// pruneDoc is j with an empty actions list (the actions themselves are
+// streamed, never kept in j), as writeJSON writes it.
 func pruneDoc(j *pruneJSON) []byte {
 	var b bytes.Buffer
 	c := *j
