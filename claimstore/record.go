@@ -542,11 +542,7 @@ func DecodeRecord(data []byte, key Key, n uint64) (*Record, error) {
 			// Kept as written, but for insignificant white space: Marshal
 			// writes members compact, so a record read back after it is
 			// the record it wrote.
-			v := m.Value
-			if bytes.ContainsAny(v, " \t\r\n") {
-				v = compact(v)
-			}
-			r.Fields = append(r.Fields, Field{m.Name, v})
+			r.Fields = append(r.Fields, Field{m.Name, compact(m.Value)})
 		}
 	}
 	return r, nil
