@@ -13,7 +13,9 @@
 // Under -short, Start and StartTLS skip the test with the reason (LeftOut),
 // except when CI is set: CI runs every etcd test.
 //
-// Caveat: a port is chosen free and then bound by etcd; another process can
-// take it in between, and the start then fails (it never silently uses
+// Caveat: a port is chosen free (below the kernel's ephemeral range, so
+// that no outgoing connection is given it) and then bound by etcd; another
+// listener can take it in between. A new cluster then starts again on other
+// ports (three attempts); a restarted member fails (it never silently uses
 // another server).
 package etcdtest

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,6 +86,28 @@ func startWith(t testing.TB, n int, tlsFiles *TLSFiles, quota int64) *Cluster {
 	if why := LeftOut(); why != "" {
 		t.Skip(why)
 	}
+	// A port found free can be bound by another process (another test
+	// package's cluster, run in parallel) before etcd binds it: a new
+	// cluster then starts again on other ports, in other directories.
+	// Nothing else is retried.
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var c *Cluster
+		if c, err = tryStart(t, n, tlsFiles, quota); err == nil {
+			t.Cleanup(c.Stop)
+			return c
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) && !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	t.Fatalf("etcdtest: %v", err)
+	return nil
+}
+
+// tryStart starts a new cluster; on an error it stops what it started.
+func tryStart(t testing.TB, n int, tlsFiles *TLSFiles, quota int64) (*Cluster, error) {
+	t.Helper()
 	c := &Cluster{t: t, tls: tlsFiles, quota: quota}
 	token := fmt.Sprintf("claimstore-test-%d-%d", os.Getpid(), counter.Add(1))
 	base := t.TempDir()
@@ -99,30 +123,43 @@ func startWith(t testing.TB, n int, tlsFiles *TLSFiles, quota int64) *Cluster {
 		c.Members = append(c.Members, m)
 	}
 	c.initial = strings.Join(initial, ",")
-	t.Cleanup(c.Stop)
 	errs := make(chan error, n)
 	for i := range c.Members {
 		go func() { errs <- c.start(i, "new", token) }()
 	}
+	var first error
 	for range c.Members {
-		if err := <-errs; err != nil {
-			t.Fatalf("etcdtest: %v", err)
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
 	}
-	return c
+	if first != nil {
+		c.Stop()
+		return nil, first
+	}
+	return c, nil
 }
 
 // freePort returns a loopback address with a port that was free a moment
-// ago. Another process may take it before etcd binds it; the start then
-// fails loudly rather than silently using another server.
+// ago, chosen below the kernel's ephemeral range (ip_local_port_range,
+// 32768-60999 by default) so that no outgoing connection can be given it
+// before etcd binds it, or while a killed member is down before Restart.
+// Another listener may still take it; a new cluster then starts again
+// (startWith), a restarted member fails loudly rather than silently
+// using another server.
 func freePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("etcdtest: no free loopback port: %v", err)
+	for range 1000 {
+		port := 10000 + rand.IntN(22000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatalf("etcdtest: no free loopback port between 10000 and 31999")
+	return ""
 }
 
 func (c *Cluster) start(i int, state, token string) error {
