@@ -480,9 +480,12 @@ func TestWaitBusLost(t *testing.T) {
 		waited <- err
 	}()
 	t.Cleanup(func() {
-		// Leave the manager in a state it stops from promptly: without its
-		// bus it can sit out its stop timeout (seen under load).
-		m.Systemctl("stop", "mosaic-chat-c00000000000000000000bb01.service", "dbus.socket", "dbus.service")
+		// Not Stop: a manager whose bus was killed can be blocked in a
+		// synchronous call to the reactivated bus for 90 s, deaf to
+		// systemctl and SIGTERM (systemdtest.Manager.Kill).
+		if err := m.Kill(); err != nil {
+			t.Errorf("killing systemd --user: %v", err)
+		}
 	})
 	if out, err := m.Systemctl("kill", "--signal=KILL", "dbus.service"); err != nil {
 		t.Fatalf("killing the bus: %v %s", err, out)
