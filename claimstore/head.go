@@ -199,6 +199,15 @@ func (s *Store) noteListing(loc Loc, top uint64, dense bool) {
 	s.listed[loc] = max(top, s.listed[loc])
 }
 
+// forgetListing forgets what a listing of loc showed: the next head read
+// to publish on, or to answer free, lists it again. It costs a listing,
+// never a wrong answer.
+func (s *Store) forgetListing(loc Loc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.listed, loc)
+}
+
 // GapError is the damage of a head that sits above a gap: revisions
 // missing below the key's newest one, lost in a crash of the disk, deleted
 // or planted by hand. The protocol never leaves one, so the key reads as

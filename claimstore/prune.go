@@ -199,11 +199,7 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 			}
 		}
 	}
-	w, err := s.Walk(ctx, &WalkOptions{KeepIdle: true, slim: slimForPrune, Progress: func(done, total int) {
-		if opts.Progress != nil {
-			opts.Progress("read", done, total)
-		}
-	}})
+	w, plain, err := s.pruneWalk(ctx, cutoff, now, opts.Progress)
 	if err != nil {
 		return rep, err
 	}
@@ -228,35 +224,46 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 	}
 	free = append(free, w.IdleKeys...)
 
-	var sessions, seats []*candidate
+	var seats []*candidate
+	kept := func(k Key, why string) {
+		rep.Kept++
+		each(PruneAction{Action: PruneKept, Key: k, Loc: k.Loc(), Reason: why})
+	}
+	// removable decides on a free session key from what the walk kept of
+	// it.
+	removable := func(p *plainSession) bool {
+		switch {
+		case heldClaims[p.claim]:
+			kept(p.key(), "it names claim "+p.claim+", which another key still holds")
+		case !p.old && !p.tombstone:
+			if p.why != "" {
+				kept(p.key(), p.why)
+			} else {
+				rep.Young++
+			}
+		case !canRemove:
+			kept(p.key(), "the backend cannot remove a key")
+		default:
+			return true
+		}
+		return false
+	}
+	// The sessions to remove: those the walk paired (few), then its plain
+	// ones, filtered where they lie: a year's first prune holds hundreds
+	// of thousands, and a second list of them would double its memory.
+	var sessions []plainSession
 	for _, in := range free {
 		if in.Key == nil || in.Head == nil || in.Head.Record == nil || in.Top == 0 {
 			continue // no history, or nothing readable to judge it by
 		}
-		h := in.Head
-		kept := func(why string) {
-			rep.Kept++
-			each(PruneAction{Action: PruneKept, Key: *in.Key, Loc: in.Loc, Reason: why})
-		}
-		if heldClaims[in.ClaimID] {
-			kept("it names claim " + in.ClaimID + ", which another key still holds")
+		if in.Loc.Kind == KindSession {
+			if p := plainOf(in, cutoff, now); removable(&p) {
+				sessions = append(sessions, p)
+			}
 			continue
 		}
-		old, why := oldEnough(h.Record, cutoff, now)
-		if in.Loc.Kind == KindSession {
-			if !old && !h.Record.Tombstone {
-				if why != "" {
-					kept(why)
-				} else {
-					rep.Young++
-				}
-				continue
-			}
-			if !canRemove {
-				kept("the backend cannot remove a key")
-				continue
-			}
-			sessions = append(sessions, &candidate{in: in, from: 1, to: h.N})
+		if heldClaims[in.ClaimID] {
+			kept(*in.Key, "it names claim "+in.ClaimID+", which another key still holds")
 			continue
 		}
 		if !canCompact {
@@ -270,25 +277,42 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 		case c != nil:
 			seats = append(seats, c)
 		case why != "":
-			kept(why)
+			kept(*in.Key, why)
 		default:
 			rep.Young++
 		}
 	}
-	if len(sessions) > 0 {
+	keep := plain[:0]
+	for i := range plain {
+		if removable(&plain[i]) {
+			keep = append(keep, plain[i])
+		}
+	}
+	clear(plain[len(keep):])
+	plain = keep
+	nSessions := len(sessions) + len(plain)
+	session := func(i int) *plainSession {
+		if i < len(sessions) {
+			return &sessions[i]
+		}
+		return &plain[i-len(sessions)]
+	}
+	if nSessions > 0 {
 		if block, err := s.sessionBlock(ctx, w, nil); err != nil {
 			return rep, err
 		} else if block != "" {
 			rep.Blocked = block
-			for _, c := range sessions {
-				rep.Kept++
-				each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: block})
+			for i := range nSessions {
+				kept(session(i).key(), block)
 			}
-			sessions = nil
+			sessions, plain, nSessions = nil, nil, 0
 		}
 	}
 	if opts.DryRun {
-		for _, c := range append(sessions, seats...) {
+		for i := range nSessions {
+			s.reportDone(rep, session(i).candidate(), each)
+		}
+		for _, c := range seats {
 			if !c.finish {
 				s.reportDone(rep, c, each)
 			}
@@ -296,11 +320,21 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 		return rep, s.collectFences(ctx, true, rep)
 	}
 
-	all := append(sessions, seats...)
-	total := len(all)
+	// The sessions, then the seats, a batch at a time: a session's
+	// candidate is made whole only for its batch (plainSession).
+	total := nSessions + len(seats)
 	done := 0
-	for start := 0; start < len(all); start += pruneBatch {
-		chunk := all[start:min(start+pruneBatch, len(all))]
+	for start := 0; start < total; start += pruneBatch {
+		var chunk []*candidate
+		for i := start; i < min(start+pruneBatch, total); i++ {
+			if i < nSessions {
+				p := session(i)
+				chunk = append(chunk, p.candidate())
+				*p = plainSession{} // its strings go with the batch
+			} else {
+				chunk = append(chunk, seats[i-nSessions])
+			}
+		}
 		batch, err := s.rereadHeads(ctx, chunk, rep, each)
 		if err != nil {
 			return rep, err

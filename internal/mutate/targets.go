@@ -141,6 +141,13 @@ var targets = []target{
 		Tests: claimstoreTests,
 	},
 	{
+		// Prune's walk: which sessions it pairs and which it keeps plain.
+		// A mistake here pairs a key otherwise than a whole walk would.
+		File:  "claimstore/prune_walk.go",
+		Funcs: []string{"Store.pruneWalk", "plainOf", "plainSession.candidate", "plainSession.key"},
+		Tests: claimstoreTests,
+	},
+	{
 		File: "claimstore/dirbackend/prune.go",
 		Funcs: []string{
 			"Backend.readBase", "Backend.Base", "Backend.Census", "guarded.Commit",
