@@ -20,12 +20,12 @@ import (
 // make a claim held: one that is held or cannot be read, one a seat's pair
 // member names, one whose claim a seat carries, one whose own pair member
 // names a seat that is missing or unreadable (a record always names a
-// claim: DecodeRecord refuses one that does not). The
-// seats and those sessions are paired by pairKeys exactly as a whole walk
-// pairs them: every key a pair or a held claim could involve is among
-// them (TestPruneWalkDecidesAsAWholeWalk). Every other session is idle in
-// a whole walk too, and prune keeps of it a plainSession: what its decision
-// and its batch need, about 200 bytes.
+// claim: DecodeRecord refuses one that does not). The seats and those
+// sessions are paired by pairKeys exactly as a whole walk pairs them:
+// every key a pair or a held claim could involve is among them
+// (TestPruneWalkDecidesAsAWholeWalk, TestPruneWalkEveryShape). Every other
+// session is idle in a whole walk too, and prune keeps of it a
+// plainSession: what its decision and its batch need, about 200 bytes.
 
 // plainSession is a session key as prune's walk keeps it once decided to
 // pair with nothing, or a session candidate made from a walked key: what
