@@ -104,9 +104,16 @@ func validValue(field, v string) error {
 // encoding/json: no HTML escaping, U+2028 and U+2029 literal, and control
 // characters escaped as \uXXXX with lowercase hex.
 func (k Key) JSON() []byte {
-	var b []byte
+	ms := k.members()
+	// Sized for the usual key (nothing to escape): one allocation, where
+	// growing by appends took four, and every Loc computes a key's JSON.
+	size := 2
+	for _, m := range ms {
+		size += len(m[0]) + len(m[1]) + 6
+	}
+	b := make([]byte, 0, size)
 	b = append(b, '{')
-	for i, m := range k.members() {
+	for i, m := range ms {
 		if i > 0 {
 			b = append(b, ',')
 		}

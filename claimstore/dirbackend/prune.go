@@ -111,6 +111,17 @@ func (b *Backend) ListFrom(ctx context.Context, loc storage.Loc) (uint64, []uint
 // Census implements storage.Censuser: counting the revisions from the base
 // up, with the base read around the scan as ListFrom does.
 func (b *Backend) Census(ctx context.Context, loc storage.Loc) (top uint64, count int, base uint64, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, 0, 0, err
+	}
+	// A key with no directory has no revisions and no base: one look,
+	// where the reads around a scan would make three (a new key's census,
+	// at every acquire on it).
+	if ok, _, err := b.checkKeyDir(b.dir(loc)); err != nil {
+		return 0, 0, 0, err
+	} else if !ok {
+		return 0, 0, 1, nil
+	}
 	for attempt := 0; ; attempt++ {
 		before, err := b.Base(ctx, loc)
 		if err != nil {
