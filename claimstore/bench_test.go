@@ -169,40 +169,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			}
 		}
 	}
-	overlapped := func(i int) {
-		dirs := [2]string{filepath.Join(overDir, "seat", fmt.Sprint(i)), filepath.Join(overDir, "session", fmt.Sprint(i))}
-		for _, d := range dirs {
-			if err := os.Mkdir(d, 0o700); err != nil {
-				b.Fatal(err)
-			}
-		}
-		for n := uint64(1); n <= 4; n++ {
-			var temps [2]vfs.TempFile
-			for j, d := range dirs {
-				t, err := vfs.CreateUnnamed(d, 0o400)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := t.Write(data); err != nil {
-					b.Fatal(err)
-				}
-				temps[j] = t
-			}
-			syncs := []func() error{temps[0].Sync, temps[1].Sync}
-			if n == 1 {
-				// The new key directories' entries, beside the data.
-				for _, d := range dirs {
-					syncs = append(syncs, func() error { return vfs.OS.SyncDir(filepath.Dir(d)) })
-				}
-			}
-			if err := syncAtOnce(syncs); err != nil {
-				b.Fatal(err)
-			}
-			for j, d := range dirs {
-				commitBench(b, temps[j], d, n)
-			}
-		}
-	}
+	overlapped := func(i int) { overlappedLifecycle(b, overDir, i, data, nil) }
 	var took [3]time.Duration
 	runs := [3]func(int){lifecycle, serial, overlapped}
 	i := 0
@@ -235,6 +202,215 @@ func syncAtOnce(syncs []func() error) error {
 	errs[len(syncs)-1] = syncs[len(syncs)-1]()
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// overlappedLifecycle is one lifecycle of the overlapped floor (see
+// BenchmarkLifecycle) on keys i under dir: four steps, each with both
+// temporaries written, then fsynced at once (the first step with the new
+// key directories' parents beside them), then the seat revision linked and
+// its directory fsynced, then the session's. mark, if set, is called at
+// the end of each phase of step n (1..4), as BenchmarkLifecyclePhases
+// reads the store's from its barriers, and at the start of each.
+func overlappedLifecycle(b *testing.B, dir string, i int, data []byte, mark func(n uint64, ph phase)) {
+	if mark == nil {
+		mark = func(uint64, phase) {}
+	}
+	mark(1, phaseStart)
+	dirs := [2]string{filepath.Join(dir, "seat", fmt.Sprint(i)), filepath.Join(dir, "session", fmt.Sprint(i))}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for n := uint64(1); n <= 4; n++ {
+		if n > 1 {
+			mark(n, phaseStart)
+		}
+		var temps [2]vfs.TempFile
+		for j, d := range dirs {
+			t, err := vfs.CreateUnnamed(d, 0o400)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := t.Write(data); err != nil {
+				b.Fatal(err)
+			}
+			temps[j] = t
+		}
+		mark(n, phaseWritten)
+		syncs := []func() error{temps[0].Sync, temps[1].Sync}
+		if n == 1 {
+			// The new key directories' entries, beside the data.
+			for _, d := range dirs {
+				syncs = append(syncs, func() error { return vfs.OS.SyncDir(filepath.Dir(d)) })
+			}
+		}
+		if err := syncAtOnce(syncs); err != nil {
+			b.Fatal(err)
+		}
+		mark(n, phaseSynced)
+		commitBench(b, temps[0], dirs[0], n)
+		mark(n, phaseSeat)
+		commitBench(b, temps[1], dirs[1], n)
+		mark(n, phaseEnd)
+	}
+}
+
+// phase is where a step's time is cut by BenchmarkLifecyclePhases: the
+// end of each phase.
+type phase int
+
+const (
+	phaseWritten phase = iota // both temporaries written
+	phaseSynced               // both temporaries fsynced (and new directories' parents)
+	phaseSeat                 // the seat revision linked, its directory fsynced
+	phaseEnd                  // the session's too, and the step returned
+	phases
+
+	phaseStart phase = -1 // the step begins
+)
+
+// BenchmarkLifecyclePhases runs BenchmarkLifecycle's store and overlapped
+// floor, alternating, and cuts each step at the same four points in both:
+// both temporaries written (pre), both fsynced (temps), the seat revision
+// linked and its directory fsynced (seat), and the session's, up to the
+// step's return (session). The store's points are read from its barrier
+// hook (the last temp-written, the last temp-synced, the seat's
+// dir-synced); the hook itself costs a lock and a clock read per barrier,
+// so the totals here run a little above BenchmarkLifecycle's. It reports,
+// in microseconds per step, each phase for the acquire (acq-) and for the
+// mean of the other three steps (step-), store and floor: where the
+// store's time over the floor goes. On the 2-core machine it went into
+// pre, the work before the first fsync (docs/BENCHMARKS.md).
+func BenchmarkLifecyclePhases(b *testing.B) {
+	root := newRoot(b)
+	overDir := filepath.Join(filepath.Dir(root), "overlapped")
+	for _, sub := range []string{"", "seat", "session"} {
+		if err := os.Mkdir(filepath.Join(overDir, sub), 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// [store, floor][acquire, other steps][phase]
+	var sum [2][2][phases]time.Duration
+	var mu sync.Mutex
+	var start time.Time
+	var at [phases]time.Time
+	var step uint64
+	var count [2][2]int
+	record := func(who int) {
+		k := 1
+		if step == 1 {
+			k = 0
+		}
+		count[who][k]++
+		prev := start
+		for ph := range phases {
+			if at[ph].IsZero() {
+				b.Fatalf("step %d: phase %d was never reached", step, ph)
+			}
+			sum[who][k][ph] += at[ph].Sub(prev)
+			prev = at[ph]
+		}
+	}
+	s := openStore(b, root, &TOpts{Barrier: func(p Point) error {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		switch {
+		case p.Barrier == BarrierTempWritten:
+			at[phaseWritten] = now // the session's comes last
+		case p.Barrier == BarrierTempSynced:
+			if now.After(at[phaseSynced]) {
+				at[phaseSynced] = now
+			}
+		case p.Barrier == BarrierDirSynced && p.Key.Kind == KindSeat:
+			at[phaseSeat] = now
+		}
+		return nil
+	}})
+	f := fields(b, s)
+	c, err := s.Acquire(context.Background(), seatKey(b, "warm"), sessionKey(b, "warm"), f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Release(context.Background(), c, NewProof(ProofNoUnit, "")); err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(root), overDir, filepath.Join(overDir, "seat"), filepath.Join(overDir, "session")} {
+		if err := vfs.OS.SyncDir(d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	data := refRecord(sessionKey(b, "bench"), 1, testClaimID, "active").bytes()
+	begin := func(n uint64) {
+		mu.Lock()
+		step, start, at = n, time.Now(), [phases]time.Time{}
+		mu.Unlock()
+	}
+	end := func(who int) {
+		mu.Lock()
+		at[phaseEnd] = time.Now()
+		record(who)
+		mu.Unlock()
+	}
+	storeLifecycle := func(i int) {
+		seat, session := seatKey(b, fmt.Sprint("s", i)), sessionKey(b, fmt.Sprint("x", i))
+		begin(1)
+		c, err := s.Acquire(context.Background(), seat, session, f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		end(0)
+		patches := []Patch{{State: Active, Fields: map[string]any{"spawnMarker": true}}, {State: Stopping}, {State: Stopped, Proof: NewProof(ProofCohort, "bench")}}
+		for j, p := range patches {
+			begin(uint64(j + 2))
+			if err := s.Advance(context.Background(), c, p); err != nil {
+				b.Fatal(err)
+			}
+			end(0)
+		}
+	}
+	floorLifecycle := func(i int) {
+		overlappedLifecycle(b, overDir, i, data, func(n uint64, ph phase) {
+			switch ph {
+			case phaseStart:
+				begin(n)
+			case phaseEnd:
+				end(1)
+			default:
+				mu.Lock()
+				at[ph] = time.Now()
+				mu.Unlock()
+			}
+		})
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		if i%2 == 0 {
+			storeLifecycle(i)
+		} else {
+			floorLifecycle(i)
+		}
+	}
+	names := [phases]string{"pre", "temps", "seat", "session"}
+	for k, kind := range []string{"acq", "step"} {
+		for ph := range phases {
+			for who, name := range []string{"store", "floor"} {
+				us := float64(sum[who][k][ph].Microseconds()) / float64(max(count[who][k], 1))
+				b.ReportMetric(us, fmt.Sprintf("%s-%s-%s-us", kind, names[ph], name))
+			}
+		}
+	}
+	var tot [2]time.Duration
+	for who := range tot {
+		for k := range 2 {
+			for ph := range phases {
+				tot[who] += sum[who][k][ph]
+			}
+		}
+	}
+	b.ReportMetric(float64(tot[0])/float64(tot[1]), "store/floor")
 }
 
 // floorPublish is one publish of the serial floor: a named temporary,
