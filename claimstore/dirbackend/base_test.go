@@ -19,7 +19,8 @@ import (
 
 // The base pointer as readers take it: which pointers Base accepts (and
 // the base it reads), which it refuses as damage, Base on a canceled
-// context, and Census around a base that cannot be read or keeps moving.
+// context, and Census canceled, or around a base that cannot be read or
+// keeps moving.
 
 // plantBase writes data as loc's base pointer, as an operator or a
 // damaged disk would leave it (owner-only, like the backend's own).
@@ -125,6 +126,37 @@ func TestCensusBaseUnreadableAfterTheScan(t *testing.T) {
 	top, count, base, err = b.Census(context.Background(), loc)
 	if d := cmp.Diff([]any{uint64(6), 4, uint64(3), nil}, []any{top, count, base, err}); d != "" {
 		t.Errorf("Census (-want +got):\n%s", d)
+	}
+}
+
+// A canceled Census counts nothing and says why, for a key that has a
+// directory and for one that has none (whose census takes a single look).
+func TestCensusCanceled(t *testing.T) {
+	_, b, loc := sixRevisions(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, l := range []storage.Loc{loc, seatLoc('b')} {
+		if top, count, base, err := b.Census(ctx, l); !errors.Is(err, context.Canceled) {
+			t.Errorf("Census of %s on a canceled context: %d, %d, %d, %v; want context.Canceled", l, top, count, base, err)
+		}
+	}
+}
+
+// When the base read before the scan fails, that is Census's error: a
+// count from a base it could not read would be a guess.
+func TestCensusBaseUnreadableBeforeTheScan(t *testing.T) {
+	root, b, loc := sixRevisions(t)
+	if err := b.Compact(context.Background(), loc, 3); err != nil {
+		t.Fatal(err)
+	}
+	efs := errorfs.Wrap(b.fs, &errorfs.Rule{Op: errorfs.OpReadFile, Path: errorfs.Suffix("/" + BaseName), Nth: 1, Times: 1})
+	top, count, base, err := New(root, &Options{FS: efs}).Census(context.Background(), loc)
+	if err == nil {
+		t.Fatalf("Census with the first base read failing: %d, %d, %d, nil; want the error", top, count, base)
+	}
+	want := []errorfs.Injection{{Op: errorfs.OpReadFile, Path: filepath.Join(b.dir(loc), BaseName), Kind: errorfs.Fail}}
+	if d := cmp.Diff(want, efs.Injected()); d != "" {
+		t.Errorf("injected (-want +got):\n%s", d)
 	}
 }
 
