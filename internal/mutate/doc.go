@@ -140,10 +140,10 @@
 // pass first, or the run stops. A flaky test can kill a mutant it should
 // not; coverage taken from one run can miss a test that reaches the code
 // only on some schedules, so a mutant only such a test kills may survive
-// (run it with -only and -cover=false to check). the command line's (internal/cli) tests are
-// run: its end-to-end scripts build and run the claimctl binary (a schema
-// binary would not reach them), and drive the same claimstore code that
-// claimstore's own tests reach directly. Mutants of hostid are judged by
+// (run it with -only and -cover=false to check). The command line's tests
+// (internal/cli) are not run: its end-to-end scripts build and run the
+// claimctl binary (a schema binary would not reach them), and drive the
+// same claimstore code that claimstore's own tests reach directly. Mutants of hostid are judged by
 // hostid's and claimstore's tests. The race detector is not used (it would
 // multiply every test's time), which is why mutex calls are not mutated.
 package main

@@ -16,10 +16,11 @@ type target struct {
 	Tests []string
 }
 
-// claimstoreTests is where claimstore's mutants are judged. the command line's (internal/cli)
-// tests are left out: its end-to-end scripts build and run the claimctl
-// binary, which the schema's test binary does not reach, for logic that
-// claimstore's own tests exercise directly; see doc.go.
+// claimstoreTests is where claimstore's mutants are judged. The command
+// line's tests (internal/cli) are left out: its end-to-end scripts build
+// and run the claimctl binary, which the schema's test binary does not
+// reach, for logic that claimstore's own tests exercise directly; see
+// doc.go.
 var claimstoreTests = []string{"./claimstore"}
 
 // dirbackendTests judge the directory backend's mutants: its own tests and
