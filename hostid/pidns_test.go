@@ -23,7 +23,10 @@ const (
 )
 
 // procTable is a Host with a process table and a judge in a chosen PID
-// namespace: nothing is read from this machine.
+// namespace: nothing is read from this machine. It is not hostidtest.Host
+// (the one fake host of the other suites) because these tests are inside
+// package hostid, which hostidtest imports, and because they need what
+// that fake does not model: the judge's namespace failing to read.
 type procTable struct {
 	boot  string
 	ns    string // the judge's own namespace
