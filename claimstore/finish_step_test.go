@@ -32,6 +32,33 @@ func cutClaim(t *testing.T) (root string, s *Store, seat, session Key, c *Claim)
 	return root, s, seat, session, r.Claim
 }
 
+// CutSince tells a step cut between the keys from one that published on
+// neither key or on both, from the numbers the claim stood at before it.
+func TestCutSince(t *testing.T) {
+	ctx := context.Background()
+	root := newRoot(t)
+	s := openStore(t, root, nil)
+	c := mustAcquire(t, s, seatKey(t, "s"), sessionKey(t, "x"))
+	seatRev, sessionRev := c.SeatRev, c.SessionRev
+	if c.CutSince(seatRev, sessionRev) {
+		t.Error("CutSince before any step: true")
+	}
+	if err := s.Advance(ctx, c, Patch{State: Active}); err != nil {
+		t.Fatal(err)
+	}
+	if c.CutSince(seatRev, sessionRev) {
+		t.Errorf("CutSince(%d, %d) after a whole step (now %d/%d): true", seatRev, sessionRev, c.SeatRev, c.SessionRev)
+	}
+	seatRev, sessionRev = c.SeatRev, c.SessionRev
+	cutAt(s, BarrierBetweenKeys)
+	if err := s.Advance(ctx, c, Patch{State: Stopping}); !errors.Is(err, errCrash) {
+		t.Fatalf("Advance cut between the keys: %v", err)
+	}
+	if !c.CutSince(seatRev, sessionRev) {
+		t.Errorf("CutSince(%d, %d) after a step cut between the keys (now %d/%d): false", seatRev, sessionRev, c.SeatRev, c.SessionRev)
+	}
+}
+
 // sessionHeadAt checks that the session's head is still revision n.
 func sessionHeadAt(t *testing.T, s *Store, session Key, n uint64) {
 	t.Helper()

@@ -165,6 +165,16 @@ func sameContent(a, b *Record) bool {
 	return err1 == nil && err2 == nil && bytes.Equal(da, db)
 }
 
+// CutSince reports whether a step begun when c stood at seatRev and
+// sessionRev ended cut between its keys: its seat revision landed (c moved
+// on the seat as it landed) and its session revision did not. A cut claim
+// is completed by FinishStep, or by the same step again; a later process
+// learns of the cut from Resume (Resumed.Cut). A step refused before it
+// published anything, or one that published on both keys, is not cut.
+func (c *Claim) CutSince(seatRev, sessionRev uint64) bool {
+	return c.SeatRev != seatRev && c.SessionRev == sessionRev
+}
+
 // FinishStep publishes the claim's latest record (its seat revision) as the
 // session key's next revision: the half of a cut step that is missing
 // (Resumed.Cut). It is fenced as a step is: the session's head must still

@@ -385,7 +385,7 @@ func stepClaim(e *env, c *common, id string, seat, session claimstore.Key, rf *r
 	seatRev, sessionRev := cl.SeatRev, cl.SessionRev
 	if err := step(s, cl); err != nil {
 		var ref *claimstore.Refusal
-		if !errors.As(err, &ref) && cl.SeatRev != seatRev && cl.SessionRev == sessionRev {
+		if !errors.As(err, &ref) && cl.CutSince(seatRev, sessionRev) {
 			return cutError(e, s, cl, err)
 		}
 		return err
