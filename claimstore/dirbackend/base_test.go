@@ -160,6 +160,38 @@ func TestCensusBaseUnreadableBeforeTheScan(t *testing.T) {
 	}
 }
 
+// removedAtBase removes a key's directory when its base pointer is first
+// read, as a prune's removal landing between Census's base read and its
+// scan would.
+type removedAtBase struct {
+	*errorfs.FS
+	dir  string
+	once sync.Once
+}
+
+func (r *removedAtBase) ReadFile(name string) ([]byte, error) {
+	data, err := r.FS.ReadFile(name)
+	if strings.HasSuffix(name, string(filepath.Separator)+BaseName) {
+		r.once.Do(func() { _ = os.RemoveAll(r.dir) })
+	}
+	return data, err
+}
+
+// A key directory removed while Census counts (a prune's removal between
+// its base read and its scan) reads as a key with no revisions, as it
+// would had it been gone before: not an error from scanning what is gone.
+func TestCensusOfAKeyRemovedMeanwhile(t *testing.T) {
+	root, b, loc := sixRevisions(t)
+	r := &removedAtBase{FS: errorfs.Wrap(b.fs), dir: b.dir(loc)}
+	top, count, base, err := New(root, &Options{FS: r}).Census(context.Background(), loc)
+	if d := cmp.Diff([]any{uint64(0), 0, uint64(1), nil}, []any{top, count, base, err}); d != "" {
+		t.Errorf("Census of a key removed after its base read: top, count, base, error (-want +got):\n%s", d)
+	}
+	if _, err := os.Lstat(b.dir(loc)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the key directory was not removed: %v", err)
+	}
+}
+
 // movingBase serves a key's base pointer as a base one higher at every
 // read, as a run of compactions racing a Census would.
 type movingBase struct {
