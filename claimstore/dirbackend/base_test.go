@@ -104,6 +104,22 @@ func TestBaseCanceled(t *testing.T) {
 	}
 }
 
+// A key directory that is a symlink is never read through: its base is
+// the key's problem (ErrUnsafePath), not base 1.
+func TestBaseThroughASymlinkedKeyDirectory(t *testing.T) {
+	root, b, loc := sixRevisions(t)
+	if err := b.Compact(context.Background(), loc, 3); err != nil {
+		t.Fatal(err)
+	}
+	linked := storage.Loc{Kind: loc.Kind, Hash: strings.Repeat("23", 16)}
+	if err := os.Symlink(b.dir(loc), filepath.Join(root, string(linked.Kind), linked.Hash)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := New(root, nil).Base(context.Background(), linked); !errors.Is(err, storage.ErrUnsafePath) {
+		t.Errorf("Base through a symlinked key directory: %d, %v; want ErrUnsafePath", got, err)
+	}
+}
+
 // Census reads the base before and after its scan: when the second read
 // fails, that is Census's error, not a count from a base it could not
 // confirm.
