@@ -108,32 +108,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	f := fields(b, s)
 	serialDir := filepath.Join(filepath.Dir(root), "floor")
 	overDir := filepath.Join(filepath.Dir(root), "overlapped")
-	for _, d := range []string{serialDir, overDir} {
-		for _, sub := range []string{"", "seat", "session"} {
-			if err := os.Mkdir(filepath.Join(d, sub), 0o700); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	if err := vfs.OS.SyncDir(filepath.Dir(root)); err != nil {
-		b.Fatal(err)
-	}
-	// Warm all three: the store's root and kind directories exist and are
-	// durable, as the floors' are.
-	c, err := s.Acquire(context.Background(), seatKey(b, "warm"), sessionKey(b, "warm"), f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Release(context.Background(), c, NewProof(ProofNoUnit, "")); err != nil {
-		b.Fatal(err)
-	}
-	for _, d := range []string{serialDir, overDir} {
-		for _, sub := range []string{"", "seat", "session"} {
-			if err := vfs.OS.SyncDir(filepath.Join(d, sub)); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	warmFloors(b, root, s, f, serialDir, overDir)
 	data := refRecord(sessionKey(b, "bench"), 1, testClaimID, "active").bytes()
 	lifecycle := func(i int) {
 		seat, session := seatKey(b, fmt.Sprint("s", i)), sessionKey(b, fmt.Sprint("x", i))
@@ -202,6 +177,38 @@ func syncAtOnce(syncs []func() error) error {
 	errs[len(syncs)-1] = syncs[len(syncs)-1]()
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// warmFloors makes each floor directory with its seat/ and session/
+// beside the store's root, and warms the store with one claim taken and
+// released, so that the store's root and kind directories exist and are
+// durable, as the floors' are.
+func warmFloors(b *testing.B, root string, s *Store, f AcquireFields, floors ...string) {
+	b.Helper()
+	for _, d := range floors {
+		for _, sub := range []string{"", "seat", "session"} {
+			if err := os.Mkdir(filepath.Join(d, sub), 0o700); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := vfs.OS.SyncDir(filepath.Dir(root)); err != nil {
+		b.Fatal(err)
+	}
+	c, err := s.Acquire(context.Background(), seatKey(b, "warm"), sessionKey(b, "warm"), f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Release(context.Background(), c, NewProof(ProofNoUnit, "")); err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range floors {
+		for _, sub := range []string{"", "seat", "session"} {
+			if err := vfs.OS.SyncDir(filepath.Join(d, sub)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }
 
 // overlappedLifecycle is one lifecycle of the overlapped floor (see
@@ -285,11 +292,6 @@ const (
 func BenchmarkLifecyclePhases(b *testing.B) {
 	root := newRoot(b)
 	overDir := filepath.Join(filepath.Dir(root), "overlapped")
-	for _, sub := range []string{"", "seat", "session"} {
-		if err := os.Mkdir(filepath.Join(overDir, sub), 0o700); err != nil {
-			b.Fatal(err)
-		}
-	}
 	// [store, floor][acquire, other steps][phase]
 	var sum [2][2][phases]time.Duration
 	var mu sync.Mutex
@@ -329,18 +331,7 @@ func BenchmarkLifecyclePhases(b *testing.B) {
 		return nil
 	}})
 	f := fields(b, s)
-	c, err := s.Acquire(context.Background(), seatKey(b, "warm"), sessionKey(b, "warm"), f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Release(context.Background(), c, NewProof(ProofNoUnit, "")); err != nil {
-		b.Fatal(err)
-	}
-	for _, d := range []string{filepath.Dir(root), overDir, filepath.Join(overDir, "seat"), filepath.Join(overDir, "session")} {
-		if err := vfs.OS.SyncDir(d); err != nil {
-			b.Fatal(err)
-		}
-	}
+	warmFloors(b, root, s, f, overDir)
 	data := refRecord(sessionKey(b, "bench"), 1, testClaimID, "active").bytes()
 	begin := func(n uint64) {
 		mu.Lock()
