@@ -122,8 +122,13 @@ func (b *Backend) Census(ctx context.Context, loc storage.Loc) (top uint64, coun
 	} else if !ok {
 		return 0, 0, 1, nil
 	}
+	// The first attempt reads the base pointer from the directory just
+	// looked at; a retry looks again, as Base does.
+	before, err := b.readBase(loc)
 	for attempt := 0; ; attempt++ {
-		before, err := b.Base(ctx, loc)
+		if attempt > 0 {
+			before, err = b.Base(ctx, loc)
+		}
 		if err != nil {
 			return 0, 0, 0, err
 		}
