@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -735,46 +736,57 @@ func compactAll(ctx context.Context, compacter storage.Compacter, cs []*candidat
 }
 
 // publishTombstones publishes a tombstone above each removal's free head
-// (one already a tombstone is its own), workers at a time: each is an
-// exclusive, durable publish of its own key, and fsyncs issued together
-// share the filesystem's journal commits (or the disk's queue) where one
-// at a time would pay one each. It returns the removals whose tombstone
-// is the head, in order, and reports the others kept (written to since
-// they were read). A failed publish (the first, in order) or a
-// cancellation is its error; the tombstones published by then stay, free,
-// for the next prune.
+// (one already a tombstone is its own). Each is an exclusive, durable
+// publish of its own key; on a backend that publishes in batches
+// (storage.BatchPublisher) a batch of them shares its syncs, else
+// workers are published at once, so that fsyncs issued together share
+// the filesystem's journal commits (or the disk's queue) where one at a
+// time would pay one each. It returns the removals whose tombstone is the
+// head, in order, and reports the others kept (written to since they were
+// read). A failed publish (the first, in order) or a cancellation is its
+// error; the tombstones published by then stay, free, for the next prune.
 func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers int, rep *PruneReport, each func(PruneAction)) ([]*candidate, error) {
 	won := make([]bool, len(cs))
 	errs := make([]error, len(cs))
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, len(cs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				c := cs[i]
-				h := c.head
-				if h.Record.Tombstone {
-					c.tombN, c.tombData, won[i] = h.N, h.raw, true
-					continue
-				}
-				n, data, ok, err := s.publishTombstone(ctx, h)
-				if ok {
-					c.tombN, c.tombData, c.to = n, data, n
-				}
-				won[i], errs[i] = ok, err
+	if bp, ok := s.be.(storage.BatchPublisher); ok {
+		for start := 0; start < len(cs) && ctx.Err() == nil; start += tombstoneBatch {
+			end := min(start+tombstoneBatch, len(cs))
+			if err := s.publishTombstoneBatch(ctx, bp, cs[start:end], won[start:end], errs[start:end]); err != nil {
+				return nil, err
 			}
-		}()
-	}
-	for i := range cs {
-		if ctx.Err() != nil {
-			break
+			if slices.ContainsFunc(errs[start:end], func(err error) bool { return err != nil }) {
+				break
+			}
 		}
-		jobs <- i
+	} else {
+		jobs := make(chan int)
+		var wg sync.WaitGroup
+		for range min(workers, len(cs)) {
+			wg.Go(func() {
+				for i := range jobs {
+					c := cs[i]
+					h := c.head
+					if h.Record.Tombstone {
+						c.tombN, c.tombData, won[i] = h.N, h.raw, true
+						continue
+					}
+					n, data, ok, err := s.publishTombstone(ctx, h)
+					if ok {
+						c.tombN, c.tombData, c.to = n, data, n
+					}
+					won[i], errs[i] = ok, err
+				}
+			})
+		}
+		for i := range cs {
+			if ctx.Err() != nil {
+				break
+			}
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
 	}
-	close(jobs)
-	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -795,6 +807,57 @@ func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers 
 	return out, nil
 }
 
+// tombstoneBatch is how many tombstones one PublishBatch publishes: each
+// holds its temporary open until its link, and a batch's syncs are paid
+// once for all of it.
+const tombstoneBatch = 1000
+
+// publishTombstoneBatch publishes the tombstones of cs as one batch of bp,
+// setting won and errs as publishTombstones' workers do; its error is the
+// batch's own (a failed sync: none of it may be relied on).
+func (s *Store) publishTombstoneBatch(ctx context.Context, bp storage.BatchPublisher, cs []*candidate, won []bool, errs []error) error {
+	var reqs []storage.PrepareRequest
+	var which []int
+	for i, c := range cs {
+		h := c.head
+		if h.Record.Tombstone {
+			c.tombN, c.tombData, won[i] = h.N, h.raw, true
+			continue
+		}
+		pr := &preparing{prev: h.raw}
+		hook, ok := pr.encode(s, h.Key, h.N+1, tombstoneOf(h, s.now()))
+		if !ok {
+			return pr.err
+		}
+		reqs = append(reqs, storage.PrepareRequest{Loc: h.Key.Loc(), N: h.N + 1, Data: pr.data, Prev: h.raw, Hook: hook})
+		which = append(which, i)
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	perrs, err := bp.PublishBatch(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	for k, i := range which {
+		c, r := cs[i], reqs[k]
+		switch err := perrs[k]; {
+		case err == nil:
+			c.tombN, c.tombData, c.to, won[i] = r.N, r.Data, r.N, true
+			s.mu.Lock()
+			if s.own == nil {
+				s.own = map[Loc]ownRev{}
+			}
+			s.own[r.Loc] = ownRev{n: r.N, claimID: c.head.Record.ClaimID}
+			s.mu.Unlock()
+		case errors.Is(err, ErrRevisionExists), errors.Is(err, storage.ErrHeadMoved):
+		default:
+			errs[i] = err
+		}
+	}
+	return nil
+}
+
 // reportDone counts and reports a removal or compaction.
 func (s *Store) reportDone(rep *PruneReport, c *candidate, each func(PruneAction)) {
 	a := PruneAction{Key: *c.in.Key, Loc: c.in.Loc, From: c.from, To: c.to}
@@ -813,16 +876,21 @@ func (s *Store) reportDone(rep *PruneReport, c *candidate, each func(PruneAction
 // and members, stopped with a pruned proof (see TombstoneKind). won is
 // false when another writer had the number.
 func (s *Store) publishTombstone(ctx context.Context, h *Head) (n uint64, data []byte, won bool, err error) {
+	pr := &preparing{done: make(chan struct{}), prev: h.raw}
+	s.prepareInto(ctx, pr, h.Key, h.N+1, tombstoneOf(h, s.now()))
+	close(pr.done)
+	won, _, err = pr.commit(ctx)
+	return h.N + 1, pr.data, won, err
+}
+
+// tombstoneOf is the tombstone to publish above h, a free head, at now.
+func tombstoneOf(h *Head, now time.Time) *Record {
 	t := h.Record.clone()
 	t.Tombstone = true
 	t.State = Stopped
 	t.Proof = NewProof(ProofPruned, "")
-	t.Fields.Set("pruned", prunedJSON(h.N, timestamp(s.now())))
-	pr := &preparing{done: make(chan struct{}), prev: h.raw}
-	s.prepareInto(ctx, pr, h.Key, h.N+1, t)
-	close(pr.done)
-	won, _, err = pr.commit(ctx)
-	return h.N + 1, pr.data, won, err
+	t.Fields.Set("pruned", prunedJSON(h.N, timestamp(now)))
+	return t
 }
 
 // prunedJSON is a tombstone's "pruned" member: the free head it was

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/claimstore/claimstore/claimstore/dirbackend"
 	"github.com/claimstore/claimstore/claimstore/storage"
 	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/claimstore/claimstore/internal/errorfs"
@@ -561,10 +562,33 @@ func goroutineWith(frames ...string) bool {
 	return false
 }
 
-// A prune canceled while its tombstones are published stops with the
-// cancellation, after every tombstone worker has finished (none is still
-// publishing when Prune returns), and goes no further: no barrier after
-// the tombstones, nothing removed.
+// unbatched is the directory backend without storage.BatchPublisher:
+// prune then publishes its tombstones one publish each, on workers.
+type unbatched struct {
+	storage.Backend
+	storage.Compacter
+	storage.KeyRemover
+	storage.KeyBatchRemover
+	storage.RemovalMarker
+	storage.Sweeper
+	storage.ArchiveLocator
+	storage.GuardedPublisher
+}
+
+func unbatchedFor(t *testing.T, root string) Backend {
+	t.Helper()
+	be, err := dirbackend.Open(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unbatched{be, be, be, be, be, be, be, be}
+}
+
+// A prune canceled while its tombstones are published, on a backend that
+// publishes them one by one, stops with the cancellation, after every
+// tombstone worker has finished (none is still publishing when Prune
+// returns), and goes no further: no barrier after the tombstones, nothing
+// removed.
 //
 // One worker, two sessions: the first tombstone's hook waits until Prune's
 // goroutine is blocked handing out the second job (past its check of the
@@ -599,7 +623,7 @@ func TestPruneCanceledWhilePublishingTombstones(t *testing.T) {
 		}
 		return clk.now()
 	}
-	s := openStore(t, root, &TOpts{Now: now, Barrier: func(p Point) error {
+	s := openStore(t, root, &TOpts{Backend: unbatchedFor(t, root), Now: now, Barrier: func(p Point) error {
 		if ctx.Err() != nil {
 			mu.Lock()
 			after = append(after, string(p.Barrier)+" "+string(p.Key.Kind))
@@ -632,6 +656,52 @@ func TestPruneCanceledWhilePublishingTombstones(t *testing.T) {
 		if n := headN(t, s, k); n == 0 {
 			t.Errorf("%s removed after the cancellation", k)
 		}
+	}
+}
+
+// A prune canceled while a batch of tombstones is being written (the
+// directory backend's storage.BatchPublisher) stops with the cancellation
+// once the batch's stagers have finished, links none of it, and goes no
+// further: no barrier after the tombstones, nothing removed, every
+// session's head still its own free r4 and no temporary left behind.
+func TestPruneCanceledWhileStagingTombstones(t *testing.T) {
+	root, clk, _, sessions := twoSessions(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var after []string
+	s := openStore(t, root, &TOpts{Now: clk.now, Sequential: true, Barrier: func(p Point) error {
+		if ctx.Err() != nil {
+			after = append(after, string(p.Barrier)+" "+string(p.Key.Kind))
+			return nil
+		}
+		if p.Barrier == BarrierTempWritten && p.Key == sessions[0] {
+			cancel()
+		}
+		return nil
+	}})
+	_, err := s.Prune(ctx, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Prune: %v, want the cancellation", err)
+	}
+	if goroutineWith(".PublishBatch(") {
+		t.Errorf("Prune returned while a batch of tombstones was still being staged")
+	}
+	for _, a := range after {
+		if !strings.HasPrefix(a, string(BarrierTempWritten)) {
+			t.Errorf("barrier %s met after the cancellation", a)
+		}
+	}
+	for _, k := range sessions {
+		if n := headN(t, s, k); n != 4 {
+			t.Errorf("%s: head %d after the cancellation, want its own r4", k, n)
+		}
+	}
+	rep, err := s.Check(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		t.Errorf("fsck after the cancellation: %s %s: %s", f.Kind, f.Path, f.Message)
 	}
 }
 

@@ -127,7 +127,8 @@ var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, B
 // assertion; each says what the store does without it:
 //
 //   - reads and walks: Censuser, OwnHeadChecker, WalkSyncer, LayoutChecker;
-//   - publishing: Stager (and Staged), GuardedPublisher, BatchPreparer;
+//   - publishing: Stager (and Staged), GuardedPublisher, BatchPreparer,
+//     BatchPublisher;
 //   - prune: Compacter, KeyRemover, RemovalMarker, KeyBatchRemover,
 //     Sweeper, ArchiveLocator, FenceCollector;
 //   - waiting and status: Watcher (and Watch), StatusKeeper.
@@ -430,8 +431,8 @@ type GuardedPublisher interface {
 	PrepareOver(ctx context.Context, loc Loc, n uint64, data, prev []byte, hook func(Barrier) error) (Prepared, error)
 }
 
-// PrepareRequest is one revision of a PrepareBatch: what Prepare (or,
-// with Prev, PrepareOver) would be given.
+// PrepareRequest is one revision of a PrepareBatch or a PublishBatch:
+// what Prepare (or, with Prev, PrepareOver) would be given.
 type PrepareRequest struct {
 	Loc  Loc
 	N    uint64
@@ -461,6 +462,27 @@ type PrepareRequest struct {
 // first key then pays nothing durable for the second.
 type BatchPreparer interface {
 	PrepareBatch(ctx context.Context, reqs []PrepareRequest) (ps []Prepared, errs []error)
+}
+
+// BatchPublisher is an optional capability: publishing revisions of many
+// keys at once, each on its own terms, with the work that makes them
+// durable shared. Request i is published exactly as Prepare (with Prev,
+// PrepareOver) and Commit would publish it — its temporary durable before
+// its link, one publisher winning its number, a guarded one only over
+// Prev — and errs[i] is its own outcome: nil when it is published and
+// durable, an error wrapping ErrRevisionExists or ErrHeadMoved when it
+// lost (nothing of it published), or another error (nothing of it
+// published, unless the error is a barrier hook's after the link). A
+// request's barrier hooks are called in the order Prepare and Commit
+// call them; those of different requests interleave.
+//
+// err, when not nil, fails the whole batch: a durability barrier failed,
+// so a revision linked by then may not be durable and none may be relied
+// on (the backend refuses to publish more, as after any failed fsync),
+// or ctx was cancelled before the links. Without it, the store publishes
+// the revisions one by one, several at once (prune's tombstones).
+type BatchPublisher interface {
+	PublishBatch(ctx context.Context, reqs []PrepareRequest) (errs []error, err error)
 }
 
 // Compacter is an optional capability: dropping the revisions of a key
