@@ -110,24 +110,8 @@ func (a *archiver) write(ctx context.Context, s *Store, batch []*candidate) (str
 	if err := enc.Encode(hdr); err != nil {
 		return "", err
 	}
-	for _, c := range batch {
-		if c.finish {
-			continue
-		}
-		for n := c.from; n <= c.to; n++ {
-			if err := ctx.Err(); err != nil {
-				return "", err
-			}
-			data, err := s.be.Read(ctx, c.in.Loc, n)
-			if err != nil {
-				// Prune only removes keys it read whole: a revision
-				// that cannot be read now stops it before it removes.
-				return "", fmt.Errorf("archiving %s before removing it: %w", s.RevisionPath(*c.in.Key, n), err)
-			}
-			if err := enc.Encode(segmentRevision{Type: "revision", Kind: c.in.Loc.Kind, Hash: c.in.Loc.Hash, Revision: n, Data: string(data)}); err != nil {
-				return "", err
-			}
-		}
+	if err := a.encodeRevisions(ctx, s, batch, enc); err != nil {
+		return "", err
 	}
 	if err := zw.Close(); err != nil {
 		return "", err
@@ -151,6 +135,87 @@ func (a *archiver) write(ctx context.Context, s *Store, batch []*candidate) (str
 		return "", err
 	}
 	return name, nil
+}
+
+// archiveReaders is how many revisions the archive reads at once, and
+// archiveWindow how many it reads ahead of the encoder: the reads are
+// system calls that overlap each other and the compression.
+const (
+	archiveReaders = 8
+	archiveWindow  = 256
+)
+
+// archived is a window of revisions read for the archive, in order.
+type archived struct {
+	cs   []*candidate
+	ns   []uint64
+	data [][]byte
+	errs []error
+}
+
+// encodeRevisions writes every revision batch will remove to enc, in
+// order (candidate by candidate, each from its lowest revision up): a
+// reader goroutine reads them a window at a time, archiveReaders at once,
+// while the encoder compresses the window before.
+func (a *archiver) encodeRevisions(ctx context.Context, s *Store, batch []*candidate, enc *json.Encoder) error {
+	ctx, cancel := context.WithCancel(ctx)
+	windows := make(chan *archived, 1)
+	defer func() {
+		// The reader is done, and reads nothing more, before this returns.
+		cancel()
+		for range windows {
+		}
+	}()
+	go func() {
+		defer close(windows)
+		w := &archived{}
+		send := func() bool {
+			w.data, w.errs = make([][]byte, len(w.ns)), make([]error, len(w.ns))
+			inParallel(len(w.ns), archiveReaders, func(i int) {
+				if w.errs[i] = ctx.Err(); w.errs[i] == nil {
+					w.data[i], w.errs[i] = s.be.Read(ctx, w.cs[i].in.Loc, w.ns[i])
+				}
+			})
+			select {
+			case windows <- w:
+				w = &archived{}
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for _, c := range batch {
+			if c.finish {
+				continue
+			}
+			for n := c.from; n <= c.to; n++ {
+				w.cs, w.ns = append(w.cs, c), append(w.ns, n)
+				if len(w.ns) == archiveWindow && !send() {
+					return
+				}
+			}
+		}
+		if len(w.ns) > 0 {
+			send()
+		}
+	}()
+	for w := range windows {
+		for i, c := range w.cs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n := w.ns[i]
+			if err := w.errs[i]; err != nil {
+				// Prune only removes keys it read whole: a revision
+				// that cannot be read now stops it before it removes.
+				return fmt.Errorf("archiving %s before removing it: %w", s.RevisionPath(*c.in.Key, n), err)
+			}
+			if err := enc.Encode(segmentRevision{Type: "revision", Kind: c.in.Loc.Kind, Hash: c.in.Loc.Hash, Revision: n, Data: string(w.data[i])}); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
 }
 
 // expire removes the segments created before t.

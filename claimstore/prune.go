@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -145,6 +144,9 @@ type candidate struct {
 	// and its bytes.
 	tombN    uint64
 	tombData []byte
+	// keptWhy, when set, is why no tombstone could be published (the
+	// key is kept, free).
+	keptWhy string
 	// finish: a compaction to the base the key has, for what an earlier
 	// one left below it.
 	finish bool
@@ -412,14 +414,33 @@ func slimForPrune(in *KeyInfo) {
 // walk decided on (written to since, or removed and written again) keeps
 // its key, as a tombstone that loses its number does; one that cannot be
 // read now keeps it with the reason. Compactions need no head.
+//
+// Only the head is read, not the history under it (Store.head's census):
+// the walk found that history whole, revisions are never changed or
+// removed under a head but by prune itself, and a head byte for byte the
+// one the walk read (every revision names its number, claim and time) is
+// that very key, unchanged. The heads are read rereaders at once, and
+// judged in order.
 func (s *Store) rereadHeads(ctx context.Context, batch []*candidate, rep *PruneReport, each func(PruneAction)) ([]*candidate, error) {
+	heads := make([]*Head, len(batch))
+	errs := make([]error, len(batch))
+	inParallel(len(batch), rereaders, func(i int) {
+		c := batch[i]
+		if c.base > 0 {
+			return
+		}
+		if errs[i] = ctx.Err(); errs[i] != nil {
+			return
+		}
+		heads[i], errs[i] = s.probeHead(ctx, *c.in.Key)
+	})
 	out := make([]*candidate, 0, len(batch))
-	for _, c := range batch {
+	for i, c := range batch {
 		if c.base > 0 {
 			out = append(out, c)
 			continue
 		}
-		h, err := s.head(ctx, *c.in.Key, true)
+		h, err := heads[i], errs[i]
 		var why string
 		switch {
 		case ctx.Err() != nil:
@@ -443,6 +464,9 @@ func (s *Store) rereadHeads(ctx context.Context, batch []*candidate, rep *PruneR
 	}
 	return out, nil
 }
+
+// rereaders is how many heads rereadHeads reads at once.
+const rereaders = 8
 
 // collectFences has the backend remove the fence keys no lost request can
 // still need (storage.FenceCollector), after the removals: a collection
@@ -754,9 +778,6 @@ func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers 
 			if err := s.publishTombstoneBatch(ctx, bp, cs[start:end], won[start:end], errs[start:end]); err != nil {
 				return nil, err
 			}
-			if slices.ContainsFunc(errs[start:end], func(err error) bool { return err != nil }) {
-				break
-			}
 		}
 	} else {
 		jobs := make(chan int)
@@ -773,6 +794,9 @@ func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers 
 					n, data, ok, err := s.publishTombstone(ctx, h)
 					if ok {
 						c.tombN, c.tombData, c.to = n, data, n
+					}
+					if errors.Is(err, ErrRecordTooLarge) {
+						c.keptWhy, err = tombstoneTooLarge(h), nil
 					}
 					won[i], errs[i] = ok, err
 				}
@@ -798,8 +822,12 @@ func (s *Store) publishTombstones(ctx context.Context, cs []*candidate, workers 
 	var out []*candidate
 	for i, c := range cs {
 		if !won[i] {
+			why := c.keptWhy
+			if why == "" {
+				why = "written to since it was read"
+			}
 			rep.Kept++
-			each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: "written to since it was read"})
+			each(PruneAction{Action: PruneKept, Key: *c.in.Key, Loc: c.in.Loc, Reason: why})
 			continue
 		}
 		out = append(out, c)
@@ -827,6 +855,10 @@ func (s *Store) publishTombstoneBatch(ctx context.Context, bp storage.BatchPubli
 		pr := &preparing{prev: h.raw}
 		hook, ok := pr.encode(s, h.Key, h.N+1, tombstoneOf(h, s.now()))
 		if !ok {
+			if errors.Is(pr.err, ErrRecordTooLarge) {
+				c.keptWhy = tombstoneTooLarge(h)
+				continue
+			}
 			return pr.err
 		}
 		reqs = append(reqs, storage.PrepareRequest{Loc: h.Key.Loc(), N: h.N + 1, Data: pr.data, Prev: h.raw, Hook: hook})
@@ -881,6 +913,16 @@ func (s *Store) publishTombstone(ctx context.Context, h *Head) (n uint64, data [
 	close(pr.done)
 	won, _, err = pr.commit(ctx)
 	return h.N + 1, pr.data, won, err
+}
+
+// tombstoneTooLarge is why a key is kept whose tombstone would be larger
+// than a revision may be: a free head within a few dozen bytes of the
+// bound, whose tombstone (the same record, stopped, with a pruned proof)
+// no reader would take. The key stays as it is, free, and every other
+// key is pruned; failing the whole prune would strand the root's history
+// behind one record.
+func tombstoneTooLarge(h *Head) string {
+	return fmt.Sprintf("its tombstone, revision %d, would be more than the %d bytes a revision may hold (its head is %d bytes): it is kept, free, with its history", h.N+1, MaxFileSize, len(h.raw))
 }
 
 // tombstoneOf is the tombstone to publish above h, a free head, at now.

@@ -1,12 +1,17 @@
 package claimstore
 
 import (
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -88,6 +93,14 @@ type hookedBackend struct {
 	removeKeys func(ctx context.Context, rs []storage.Removal) ([]error, error)
 	locs       func(ctx context.Context, kind Kind) ([]Loc, error)
 	sweep      func(ctx context.Context) (int, error)
+	read       func(ctx context.Context, loc Loc, n uint64) ([]byte, error)
+}
+
+func (h *hookedBackend) Read(ctx context.Context, loc Loc, n uint64) ([]byte, error) {
+	if h.read != nil {
+		return h.read(ctx, loc, n)
+	}
+	return h.Backend.Read(ctx, loc, n)
 }
 
 func (h *hookedBackend) Base(ctx context.Context, loc Loc) (uint64, error) {
@@ -449,5 +462,233 @@ func TestPruneReportsAnArchiveItCannotExpire(t *testing.T) {
 	rep, err := s.Prune(context.Background(), &PruneOptions{OlderThan: 30 * day, ArchiveDir: notDir})
 	if !errors.Is(err, syscall.ENOTDIR) {
 		t.Fatalf("Prune expiring an archive that is a file: %+v, %v; want ENOTDIR", rep, err)
+	}
+}
+
+// A revision the archive cannot read stops prune before anything of its
+// batch is removed or compacted, with an error naming the revision; and
+// a prune canceled while the archive reads stops with the cancellation,
+// its reader gone when it returns. Either way no segment is linked and
+// every key reads as before.
+func TestPruneStopsWhereTheArchiveCannotRead(t *testing.T) {
+	for _, cancelIt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cancel=%v", cancelIt), func(t *testing.T) {
+			root, clk, seats, sessions := twoSessions(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			broken := errors.New("an unreadable revision")
+			var reads atomic.Int32
+			s := openHooked(t, root, clk, func(h *hookedBackend) {
+				h.read = func(ctx context.Context, loc Loc, n uint64) ([]byte, error) {
+					if loc == sessions[1].Loc() && n == 2 {
+						if cancelIt {
+							cancel()
+							return nil, ctx.Err()
+						}
+						return nil, broken
+					}
+					reads.Add(1)
+					return h.Backend.Read(ctx, loc, n)
+				}
+			})
+			var got []string
+			rep, err := s.Prune(ctx, &PruneOptions{OlderThan: 30 * day, Each: func(a PruneAction) {
+				got = append(got, fmt.Sprintf("%s %s", a.Action, a.Key))
+			}})
+			switch {
+			case cancelIt && !errors.Is(err, context.Canceled):
+				t.Fatalf("Prune canceled while archiving: %v, want the cancellation", err)
+			case !cancelIt && (!errors.Is(err, broken) || !strings.Contains(err.Error(), "archiving "+s.RevisionPath(sessions[1], 2)+" before removing it")):
+				t.Fatalf("Prune over an unreadable revision: %v, want it named", err)
+			}
+			if goroutineWith(".encodeRevisions.") {
+				t.Errorf("the archive's reader still runs after Prune returned")
+			}
+			if reads.Load() == 0 {
+				t.Errorf("the archive read nothing before the failing revision")
+			}
+			if len(got) != 0 || len(rep.Archives) != 0 {
+				t.Errorf("actions %q, archives %q; want none", got, rep.Archives)
+			}
+			if names, _ := os.ReadDir(filepath.Join(root, "archive")); len(names) != 0 {
+				t.Errorf("archive directory holds %d names, want none", len(names))
+			}
+			keys := append(append([]Key{}, seats...), sessions...)
+			want := map[string]prunedKey{}
+			for _, k := range keys {
+				want[k.String()] = prunedKey{4, 1}
+			}
+			if d := cmp.Diff(want, statesOf(t, openStore(t, root, &TOpts{Now: clk.now}), keys...)); d != "" {
+				t.Errorf("keys after the stop (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// The archive holds every revision a batch removes, exactly as it was
+// stored, key by key in the header's order and each key's revisions from
+// its lowest up — also when they span many of the reader's windows (a
+// seat with 300 revisions compacted, 75 sessions removed).
+func TestPruneArchivesEveryRevisionInOrder(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	root := newRoot(t)
+	s := openStore(t, root, &TOpts{Now: clk.now})
+	seat := seatKey(t, "a")
+	keys := []Key{seat}
+	for i := range 75 {
+		session := sessionKey(t, fmt.Sprintf("s%d", i))
+		runLifecycle(t, s, seat, session)
+		keys = append(keys, session)
+	}
+	before := map[Loc]map[uint64]string{}
+	for _, k := range keys {
+		before[k.Loc()] = map[uint64]string{}
+		revs, _, err := s.be.List(ctx, k.Loc())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range revs {
+			data, err := s.be.Read(ctx, k.Loc(), n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before[k.Loc()][n] = string(data)
+		}
+	}
+	clk.add(40 * day)
+	rep, archives, _ := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day})
+	if rep.Removed != 75 || rep.Compacted != 1 || archives != 1 {
+		t.Fatalf("report %+v and %d segments, want 75 removed, 1 compacted, one segment", rep, archives)
+	}
+	names, err := segmentNames(filepath.Join(root, "archive"))
+	if err != nil || len(names) != 1 {
+		t.Fatalf("archive segments %q (%v), want one", names, err)
+	}
+	f, err := os.Open(filepath.Join(root, "archive", names[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(zr)
+	var hdr segmentHeader
+	if err := dec.Decode(&hdr); err != nil {
+		t.Fatal(err)
+	}
+	var want, got []string
+	for _, ak := range hdr.Keys {
+		loc := Loc{Kind: ak.Kind, Hash: ak.Hash}
+		for n := ak.From; n <= ak.To; n++ {
+			data, ok := before[loc][n]
+			if !ok {
+				t.Fatalf("the header names %s r%d, which was never written", loc, n)
+			}
+			want = append(want, fmt.Sprintf("%s r%d %q", loc, n, data))
+		}
+	}
+	for {
+		var r segmentRevision
+		if err := dec.Decode(&r); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s r%d %q", Loc{Kind: r.Kind, Hash: r.Hash}, r.Revision, r.Data))
+	}
+	if len(want) < 2*archiveWindow {
+		t.Fatalf("the header names %d revisions, fewer than two of the reader's windows", len(want))
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("archived revisions (-want +got):\n%s", d)
+	}
+}
+
+// A free session whose head is so close to the size bound that its
+// tombstone would be larger than a revision may be is kept, with why, and
+// the prune goes on with the others — on a backend that publishes
+// tombstones in batches and on one that publishes them one by one. (Such
+// a key used to fail every prune of its root.)
+func TestPruneKeepsAKeyWhoseTombstoneWouldBeTooLarge(t *testing.T) {
+	for _, batched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			ctx := context.Background()
+			clk := newClock()
+			root := newRoot(t)
+			s := openStore(t, root, &TOpts{Now: clk.now})
+			lifecycle := func(seat, session Key, pad int) error {
+				f := fields(t, s)
+				f.Fields = map[string]any{"pad": strings.Repeat("p", pad)}
+				c, err := s.Acquire(ctx, seat, session, f)
+				if err != nil {
+					return err
+				}
+				for _, st := range []State{Active, Stopping} {
+					if err := s.Advance(ctx, c, Patch{State: st}); err != nil {
+						return err
+					}
+				}
+				return s.Release(ctx, c, NewProof(ProofCohort, "done"))
+			}
+			// The head's size without padding, measured on a probe pair;
+			// then the most padding a whole lifecycle takes (every step
+			// is checked at the widest revision number, on the seat too),
+			// a few bytes at a time, on fresh keys each time.
+			if err := lifecycle(seatKey(t, "probe"), sessionKey(t, "probe"), 0); err != nil {
+				t.Fatal(err)
+			}
+			_, data, err := s.be.Head(ctx, sessionKey(t, "probe").Loc())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var big Key
+			for pad := MaxFileSize - len(data); ; pad -= 8 {
+				// A session id longer than the seat's names: the
+				// session's records are then the larger of the pair.
+				big = sessionKey(t, fmt.Sprintf("big-%d-%s", pad, strings.Repeat("x", 100)))
+				err := lifecycle(seatKey(t, fmt.Sprintf("a%d", pad)), big, pad)
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, ErrRecordTooLarge) || pad < MaxFileSize-len(data)-256 {
+					t.Fatalf("a lifecycle with %d bytes of padding: %v", pad, err)
+				}
+			}
+			small := sessionKey(t, "small")
+			if err := lifecycle(seatKey(t, "b"), small, 0); err != nil {
+				t.Fatal(err)
+			}
+			clk.add(40 * day)
+			if !batched {
+				s = openStore(t, root, &TOpts{Now: clk.now, Backend: unbatchedFor(t, root)})
+			} else {
+				s = openStore(t, root, &TOpts{Now: clk.now})
+			}
+			_, _, got, err := pruneRun(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+			if err != nil {
+				t.Fatalf("Prune: %v", err)
+			}
+			var forBig, forSmall []string
+			for _, line := range got {
+				switch {
+				case strings.Contains(line, big.String()):
+					forBig = append(forBig, line)
+				case strings.Contains(line, small.String()):
+					forSmall = append(forSmall, line)
+				}
+			}
+			if len(forBig) != 1 || !strings.HasPrefix(forBig[0], "kept ") || !strings.Contains(forBig[0], "tombstone") || !strings.Contains(forBig[0], "bytes") {
+				t.Errorf("the session near the bound: %q, want it kept, saying its tombstone would be too large", forBig)
+			}
+			if len(forSmall) != 1 || !strings.HasPrefix(forSmall[0], "removed ") {
+				t.Errorf("the other session: %q, want it removed", forSmall)
+			}
+			if n := headN(t, s, big); n != 4 {
+				t.Errorf("the session near the bound reads r%d, want its own r4", n)
+			}
+		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -174,15 +176,17 @@ func TestPublishBatchSyncFSFails(t *testing.T) {
 			efs := errorfs.Wrap(vfs.OS, &errorfs.Rule{Op: errorfs.OpSyncFS, Nth: nth, Times: 1})
 			b := New(newRoot(t), &Options{FS: efs})
 			publishOne(t, b, batchLoc(1), 1, "before\n")
-			_, err := b.PublishBatch(context.Background(), []storage.PrepareRequest{{Loc: batchLoc(0), N: 1, Data: []byte("a\n")}})
+			// A key that exists: no parent's fsync is owed, whose
+			// failure the batch would report anyway.
+			_, err := b.PublishBatch(context.Background(), []storage.PrepareRequest{{Loc: batchLoc(1), N: 2, Data: []byte("a\n"), Prev: []byte("before\n")}})
 			if !errors.Is(err, storage.ErrSyncFailed) {
 				t.Fatalf("PublishBatch over a failed syncfs: %v, want ErrSyncFailed", err)
 			}
-			_, err = os.Lstat(filepath.Join(b.dir(batchLoc(0)), storage.RevisionName(1)))
+			_, err = os.Lstat(filepath.Join(b.dir(batchLoc(1)), storage.RevisionName(2)))
 			if linked := err == nil; linked != (nth == 2) {
 				t.Errorf("syncfs %d failed: linked %v", nth, linked)
 			}
-			if err := b.Publish(context.Background(), batchLoc(1), 2, []byte("after\n"), nil); !errors.Is(err, storage.ErrSyncFailed) {
+			if err := b.Publish(context.Background(), batchLoc(2), 1, []byte("after\n"), nil); !errors.Is(err, storage.ErrSyncFailed) {
 				t.Errorf("a publish after the failed syncfs: %v, want ErrSyncFailed", err)
 			}
 		})
@@ -217,16 +221,18 @@ func TestPublishBatchAtEveryCrash(t *testing.T) {
 			for i := range 2 {
 				publishOne(t, b, batchLoc(i), 1, fmt.Sprintf("old %d\n", i))
 			}
-			var reqs []storage.PrepareRequest
+			// A request that fails before it is staged comes first: the
+			// ones after it are made durable all the same.
+			reqs := []storage.PrepareRequest{{Loc: batchLoc(9), N: 0, Data: []byte("out of range\n")}}
 			for i := range 3 {
 				reqs = append(reqs, storage.PrepareRequest{Loc: batchLoc(i), N: 2, Data: []byte(fmt.Sprintf("new %d, a revision longer than the old\n", i)), Prev: []byte(fmt.Sprintf("old %d\n", i))})
 			}
-			reqs[2].N = 1 // a key never written
-			reqs[2].Prev = nil
+			reqs[3].N = 1 // a key never written
+			reqs[3].Prev = nil
 			check := func(f *crashfs.FS, where string, done bool) {
 				t.Helper()
 				rb := open(f)
-				for i, r := range reqs {
+				for i, r := range reqs[1:] {
 					n, data, err := rb.Head(context.Background(), r.Loc)
 					switch {
 					case err != nil:
@@ -247,9 +253,9 @@ func TestPublishBatchAtEveryCrash(t *testing.T) {
 					if err != nil {
 						t.Fatalf("without a crash: %v", err)
 					}
-					for i, e := range errs {
+					for i, e := range errs[1:] {
 						if e != nil {
-							t.Fatalf("request %d without a crash: %v", i, e)
+							t.Fatalf("request %d without a crash: %v", i+1, e)
 						}
 					}
 				} else if err != nil && !errors.Is(err, crashfs.ErrStopped) {
@@ -268,5 +274,277 @@ func TestPublishBatchAtEveryCrash(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// syncCounted is faultyOS counting syncfs calls, and the fsyncs of files
+// and directories besides.
+type syncCounted struct {
+	faultyOS
+	syncfs, fsyncs *atomic.Int32
+}
+
+func (f syncCounted) SyncFS(name string) error {
+	f.syncfs.Add(1)
+	return f.faultyOS.SyncFS(name)
+}
+
+func (f syncCounted) SyncDir(name string) error {
+	f.fsyncs.Add(1)
+	return f.faultyOS.SyncDir(name)
+}
+
+func (f syncCounted) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
+	t, err := f.faultyOS.CreateTemp(dir, perm)
+	if err != nil {
+		return nil, err
+	}
+	return syncCountedTemp{t, f.fsyncs}, nil
+}
+
+type syncCountedTemp struct {
+	vfs.TempFile
+	fsyncs *atomic.Int32
+}
+
+func (t syncCountedTemp) Sync() error {
+	t.fsyncs.Add(1)
+	return t.TempFile.Sync()
+}
+
+func newSyncCounted() syncCounted {
+	return syncCounted{faultyOS: faultyOS{fail: new(atomic.Bool), temps: new(atomic.Int32), open: new(atomic.Int32)}, syncfs: new(atomic.Int32), fsyncs: new(atomic.Int32)}
+}
+
+// A batch pays two syncfs calls whatever its size — none for a batch of
+// which nothing was staged, one for a batch of which nothing was linked —
+// and no fsync of a file or directory; it leaves no temporary open,
+// whether its requests were published, lost or stopped, or the batch was
+// cancelled after its temporaries were written.
+func TestPublishBatchSyncsAndTemporaries(t *testing.T) {
+	ctx := context.Background()
+	fsys := newSyncCounted()
+	b := New(newRoot(t), &Options{FS: fsys})
+	for i := range 8 {
+		publishOne(t, b, batchLoc(i), 1, fmt.Sprintf("r1 of %d\n", i))
+	}
+	stop := errors.New("stopped")
+	stopAt := func(bar storage.Barrier) func(storage.Barrier) error {
+		return func(b storage.Barrier) error {
+			if b == bar {
+				return stop
+			}
+			return nil
+		}
+	}
+	cases := []struct {
+		name           string
+		reqs           []storage.PrepareRequest
+		syncfs, fsyncs int32
+		published      int
+	}{
+		{"nothing staged", []storage.PrepareRequest{{Loc: batchLoc(0), N: 0}, {Loc: batchLoc(1), N: 1, Data: []byte("taken\n")}}, 0, 0, 0},
+		{"nothing linked", []storage.PrepareRequest{
+			{Loc: batchLoc(0), N: 2, Data: []byte("x\n"), Prev: []byte("moved\n")},
+			{Loc: batchLoc(1), N: 2, Data: []byte("x\n"), Hook: stopAt(storage.BarrierTempSynced)},
+		}, 1, 0, 0},
+		{"five published", []storage.PrepareRequest{
+			{Loc: batchLoc(2), N: 2, Data: []byte("x\n"), Prev: []byte("r1 of 2\n")},
+			{Loc: batchLoc(3), N: 2, Data: []byte("x\n"), Prev: []byte("r1 of 3\n")},
+			{Loc: batchLoc(4), N: 2, Data: []byte("x\n")},
+			{Loc: batchLoc(5), N: 2, Data: []byte("x\n")},
+			{Loc: batchLoc(20), N: storage.MaxRevision, Data: []byte("the widest number\n")},
+			{Loc: batchLoc(6), N: 2, Data: []byte("x\n"), Prev: []byte("moved\n")},
+		}, 2, 0, 5},
+	}
+	for _, c := range cases {
+		fsys.syncfs.Store(0)
+		fsys.fsyncs.Store(0)
+		errs, err := b.PublishBatch(ctx, c.reqs)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := fsys.syncfs.Load(); got != c.syncfs {
+			t.Errorf("%s: %d syncfs calls, want %d", c.name, got, c.syncfs)
+		}
+		if got := fsys.fsyncs.Load(); got != c.fsyncs {
+			t.Errorf("%s: %d fsyncs, want %d", c.name, got, c.fsyncs)
+		}
+		if n := fsys.open.Load(); n != 0 {
+			t.Errorf("%s: %d temporaries left open (%v)", c.name, n, errs)
+		}
+		published := 0
+		for _, e := range errs {
+			if e == nil {
+				published++
+			}
+		}
+		if published != c.published {
+			t.Errorf("%s: %d published (%v), want %d", c.name, published, errs, c.published)
+		}
+	}
+	// Cancelled once every temporary is written: nothing is linked and
+	// none is left open.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reqs := []storage.PrepareRequest{{Loc: batchLoc(7), N: 2, Data: []byte("x\n")}, {Loc: batchLoc(8), N: 1, Data: []byte("x\n"), Hook: func(bar storage.Barrier) error {
+		if bar == storage.BarrierTempWritten {
+			cancel()
+		}
+		return nil
+	}}}
+	if _, err := b.PublishBatch(cctx, reqs); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled after staging: %v", err)
+	}
+	if n := fsys.open.Load(); n != 0 {
+		t.Errorf("cancelled after staging: %d temporaries left open", n)
+	}
+	for _, r := range reqs {
+		if n, _, _ := b.Head(ctx, r.Loc); n >= r.N {
+			t.Errorf("cancelled after staging: %v reads r%d", r.Loc, n)
+		}
+	}
+}
+
+// A link that fails fails its own request; the requests after it are
+// still linked and made durable.
+func TestPublishBatchBehindAFailedLink(t *testing.T) {
+	efs := errorfs.Wrap(vfs.OS, &errorfs.Rule{Op: errorfs.OpLink, Path: errorfs.Contains(batchLoc(0).Hash)})
+	b := New(newRoot(t), &Options{FS: efs})
+	errs, err := b.PublishBatch(context.Background(), []storage.PrepareRequest{
+		{Loc: batchLoc(0), N: 1, Data: []byte("a\n")},
+		{Loc: batchLoc(1), N: 1, Data: []byte("b\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] == nil || errs[1] != nil {
+		t.Fatalf("errs %v, want the link's failure and nil", errs)
+	}
+	if n, data, err := b.Head(context.Background(), batchLoc(1)); n != 1 || string(data) != "b\n" || err != nil {
+		t.Errorf("the request behind the failed link reads r%d %q %v", n, data, err)
+	}
+}
+
+// Without syncfs, a directory's fsync that fails fails the batch: a new
+// key's parent's before anything is linked, a key directory's after its
+// link.
+func TestPublishBatchWithoutSyncFSDirectoryFails(t *testing.T) {
+	for _, which := range []string{"parent", "key directory"} {
+		t.Run(which, func(t *testing.T) {
+			root := newRoot(t)
+			b := New(root, nil)
+			publishOne(t, b, batchLoc(0), 1, "first\n") // the session directory exists, durable
+			failing := errorfs.Suffix("/session")
+			if which == "key directory" {
+				failing = errorfs.Suffix(batchLoc(0).Hash)
+			}
+			efs := errorfs.Wrap(vfs.OS, &errorfs.Rule{Op: errorfs.OpSyncDir, Path: failing})
+			b = New(root, &Options{FS: withoutSyncFS{efs}})
+			req := storage.PrepareRequest{Loc: batchLoc(1), N: 1, Data: []byte("a new key\n")}
+			if which == "key directory" {
+				req = storage.PrepareRequest{Loc: batchLoc(0), N: 2, Data: []byte("second\n"), Prev: []byte("first\n")}
+			}
+			_, err := b.PublishBatch(context.Background(), []storage.PrepareRequest{req})
+			if !errors.Is(err, storage.ErrSyncFailed) {
+				t.Fatalf("a %s's failed fsync: %v, want ErrSyncFailed", which, err)
+			}
+			_, err = os.Lstat(filepath.Join(b.dir(req.Loc), storage.RevisionName(req.N)))
+			if linked := err == nil; linked != (which == "key directory") {
+				t.Errorf("a %s's failed fsync: linked %v", which, linked)
+			}
+		})
+	}
+}
+
+// makingDuringSync is the OS filesystem that, during each syncfs, lets
+// another writer make a new key directory (during: after the syncfs was
+// asked for, before it returns).
+type makingDuringSync struct {
+	vfs.OSFS
+	during func()
+}
+
+func (f makingDuringSync) SyncFS(name string) error {
+	f.during()
+	return f.OSFS.SyncFS(name)
+}
+
+// A syncfs covers what existed when it began: a directory another writer
+// makes while it runs still owes its parent's fsync afterwards, at both
+// of a batch's syncs.
+func TestPublishBatchSyncCoversOnlyWhatCameBefore(t *testing.T) {
+	root := newRoot(t)
+	publishOne(t, New(root, nil), batchLoc(0), 1, "first\n")
+	var b *Backend
+	var made [][]parentSync
+	f := makingDuringSync{during: func() {
+		needs, err := b.makeDirs(b.dir(batchLoc(10 + len(made))))
+		if err != nil || len(needs) == 0 {
+			t.Fatalf("a new key directory during the syncfs: %v, %v", needs, err)
+		}
+		made = append(made, needs)
+	}}
+	b = New(root, &Options{FS: f})
+	errs, err := b.PublishBatch(context.Background(), []storage.PrepareRequest{{Loc: batchLoc(0), N: 2, Data: []byte("second\n"), Prev: []byte("first\n")}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("PublishBatch: %v, %v", errs, err)
+	}
+	if len(made) != 2 {
+		t.Fatalf("%d syncfs calls, want 2", len(made))
+	}
+	for i, needs := range made {
+		if parents, _ := b.owedParents(nil, needs); len(parents) == 0 {
+			t.Errorf("the directory made during syncfs %d is taken for durable: its parent's fsync is not owed", i+1)
+		}
+	}
+}
+
+// slowFailingDir is the OS filesystem whose fsync of one directory waits
+// until a syncfs has been made, then fails.
+type slowFailingDir struct {
+	vfs.OSFS
+	dir      string
+	entered  chan struct{}
+	released chan struct{}
+}
+
+func (f slowFailingDir) SyncDir(name string) error {
+	if name != f.dir {
+		return f.OSFS.SyncDir(name)
+	}
+	close(f.entered)
+	<-f.released
+	return &fs.PathError{Op: "fsync", Path: name, Err: syscall.EIO}
+}
+
+func (f slowFailingDir) SyncFS(name string) error {
+	err := f.OSFS.SyncFS(name)
+	close(f.released)
+	return err
+}
+
+// An fsync of this store that was in flight when a batch's syncfs began,
+// and fails after it, fails the batch: what it lost may be what the batch
+// rests on, and the syncfs's own success does not say otherwise.
+func TestPublishBatchWaitsForAnFsyncInFlight(t *testing.T) {
+	root := newRoot(t)
+	b := New(root, nil)
+	publishOne(t, b, batchLoc(0), 1, "r1\n")
+	publishOne(t, b, batchLoc(1), 1, "r1\n")
+	f := slowFailingDir{dir: b.dir(batchLoc(1)), entered: make(chan struct{}), released: make(chan struct{})}
+	b = New(root, &Options{FS: f})
+	syncErr := make(chan error, 1)
+	go func() { syncErr <- b.Sync(context.Background(), batchLoc(1), 1) }()
+	<-f.entered
+	_, err := b.PublishBatch(context.Background(), []storage.PrepareRequest{{Loc: batchLoc(0), N: 2, Data: []byte("r2\n"), Prev: []byte("r1\n")}})
+	if !errors.Is(err, storage.ErrSyncFailed) {
+		t.Errorf("PublishBatch beside a failing fsync: %v, want ErrSyncFailed", err)
+	}
+	if err := <-syncErr; !errors.Is(err, storage.ErrSyncFailed) {
+		t.Errorf("the fsync in flight: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(b.dir(batchLoc(0)), storage.RevisionName(2))); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("linked beside a failing fsync: %v", err)
 	}
 }
