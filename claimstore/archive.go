@@ -169,20 +169,19 @@ func (a *archiver) encodeRevisions(ctx context.Context, s *Store, batch []*candi
 	go func() {
 		defer close(windows)
 		w := &archived{}
-		send := func() bool {
+		// Every revision is sent, whatever the context: a read after a
+		// cancel fails with it at once, so the encoder stops at or before
+		// the first revision not read, and it cannot end without error
+		// short of the last one.
+		send := func() {
 			w.data, w.errs = make([][]byte, len(w.ns)), make([]error, len(w.ns))
 			inParallel(len(w.ns), archiveReaders, func(i int) {
 				if w.errs[i] = ctx.Err(); w.errs[i] == nil {
 					w.data[i], w.errs[i] = s.be.Read(ctx, w.cs[i].in.Loc, w.ns[i])
 				}
 			})
-			select {
-			case windows <- w:
-				w = &archived{}
-				return true
-			case <-ctx.Done():
-				return false
-			}
+			windows <- w
+			w = &archived{}
 		}
 		for _, c := range batch {
 			if c.finish {
@@ -190,8 +189,8 @@ func (a *archiver) encodeRevisions(ctx context.Context, s *Store, batch []*candi
 			}
 			for n := c.from; n <= c.to; n++ {
 				w.cs, w.ns = append(w.cs, c), append(w.ns, n)
-				if len(w.ns) == archiveWindow && !send() {
-					return
+				if len(w.ns) == archiveWindow {
+					send()
 				}
 			}
 		}
@@ -215,7 +214,7 @@ func (a *archiver) encodeRevisions(ctx context.Context, s *Store, batch []*candi
 			}
 		}
 	}
-	return ctx.Err()
+	return nil
 }
 
 // expire removes the segments created before t.

@@ -20,6 +20,8 @@ import (
 
 	"github.com/claimstore/claimstore/claimstore/dirbackend"
 	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/claimstore/vfs"
+	"github.com/claimstore/claimstore/internal/errorfs"
 )
 
 // The decision paths of Prune, each pinned by the exact actions it reports
@@ -690,5 +692,107 @@ func TestPruneKeepsAKeyWhoseTombstoneWouldBeTooLarge(t *testing.T) {
 				t.Errorf("the session near the bound reads r%d, want its own r4", n)
 			}
 		})
+	}
+}
+
+// A seat compacted by an earlier prune, whose head has not moved since,
+// comes back to every prune as a compaction to finish (nothing of it to
+// archive again); the archive still holds everything else of its batch —
+// another seat's compacted revisions and a session's whole history — and
+// nothing of the finished seat twice.
+func TestPruneArchivesPastASeatAlreadyCompacted(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	root := newRoot(t)
+	s := openStore(t, root, &TOpts{Now: clk.now})
+	seatA, seatB := seatKey(t, "a"), seatKey(t, "b")
+	s1, s2 := sessionKey(t, "one"), sessionKey(t, "two")
+	runLifecycle(t, s, seatA, s1)
+	clk.add(40 * day)
+	mustPrune(t, s, &PruneOptions{OlderThan: 30 * day})
+	runLifecycle(t, s, seatB, s2)
+	clk.add(40 * day)
+	rep, archives, got := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day})
+	want := sortedLines("compacted "+seatB.String()+" 1-3", "removed "+s2.String()+" 1-5")
+	if d := cmp.Diff(want, got); d != "" || archives != 1 {
+		t.Errorf("the second prune's actions (-want +got), %d segments:\n%s", archives, d)
+	}
+	if rep.Compacted != 1 || rep.Removed != 1 {
+		t.Errorf("report %+v", rep)
+	}
+	for k, n := range map[Key]int{seatA: 3, seatB: 3, s1: 4, s2: 4} {
+		revs, err := s.Archived(ctx, k)
+		if err != nil || len(revs) != n {
+			t.Errorf("%s: %d revisions archived (%v), want %d", k, len(revs), err, n)
+		}
+	}
+}
+
+// A batch whose first key's head is already a tombstone (a prune cut
+// short after publishing it) publishes the tombstones of the keys after
+// it, and removes them all.
+func TestPruneTombstonesPastAnEarlierTombstone(t *testing.T) {
+	root, clk, _, sessions := twoSessions(t)
+	var first *Key
+	cut := openStore(t, root, &TOpts{Now: clk.now, Sequential: true, Barrier: func(p Point) error {
+		if p.Barrier != BarrierTempWritten || p.Key.Kind != KindSession {
+			return nil
+		}
+		if first == nil {
+			k := p.Key
+			first = &k
+			return nil
+		}
+		if p.Key != *first {
+			return errCrash
+		}
+		return nil
+	}})
+	if _, _, _, err := pruneRun(t, cut, &PruneOptions{OlderThan: 30 * day, NoArchive: true}); !errors.Is(err, errCrash) {
+		t.Fatalf("the cut-short prune: %v, want the barrier's error", err)
+	}
+	s := openStore(t, root, &TOpts{Now: clk.now, Sequential: true})
+	for _, k := range sessions {
+		want := uint64(4)
+		if k == *first {
+			want = 5
+		}
+		if n := headN(t, s, k); n != want {
+			t.Fatalf("%s after the cut-short prune: r%d, want r%d", k, n, want)
+		}
+	}
+	_, _, got := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+	want := sortedLines("removed "+sessions[0].String()+" 1-5", "removed "+sessions[1].String()+" 1-5")
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("actions (-want +got):\n%s", d)
+	}
+}
+
+// A syncfs that fails while prune publishes its tombstones stops prune
+// with the failure, before anything is removed: every session still reads
+// free at its own head or a tombstone, and the store refuses to publish
+// more.
+func TestPruneStopsOnAFailedSyncFS(t *testing.T) {
+	root, clk, _, sessions := twoSessions(t)
+	efs := errorfs.Wrap(vfs.OS, &errorfs.Rule{Op: errorfs.OpSyncFS})
+	s := openStore(t, root, &TOpts{Now: clk.now, FS: efs})
+	_, _, got, err := pruneRun(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
+	if !errors.Is(err, ErrSyncFailed) {
+		t.Fatalf("Prune over a failing syncfs: %v, want ErrSyncFailed", err)
+	}
+	if len(efs.Injected()) == 0 {
+		t.Fatalf("no syncfs was made")
+	}
+	for _, line := range got {
+		if strings.HasPrefix(line, "removed ") {
+			t.Errorf("removed over a failed syncfs: %s", line)
+		}
+	}
+	fresh := openStore(t, root, &TOpts{Now: clk.now})
+	for _, k := range sessions {
+		h, err := fresh.Head(context.Background(), k)
+		if err != nil || h.Held() || h.N < 4 {
+			t.Errorf("%s after the failed syncfs: r%d held=%v %v", k, h.N, h.Held(), err)
+		}
 	}
 }
