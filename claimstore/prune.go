@@ -67,15 +67,18 @@ type PruneOptions struct {
 	// Each, if set, is called with every action, as it is taken (or, in a
 	// dry run, decided). It is called from Prune's goroutine only.
 	Each func(PruneAction)
-	// Workers is how many tombstones are published at once. Default
-	// DefaultPruneWorkers.
+	// Workers is how many tombstones are published at once on a backend
+	// that publishes them one by one (without storage.BatchPublisher).
+	// Default DefaultPruneWorkers.
 	Workers int
 }
 
-// DefaultPruneWorkers is how many tombstones prune publishes at once when
-// PruneOptions.Workers is not set: enough concurrent fsyncs that a journal
-// commit covers many of them, or, without a journal, that the disk's queue
-// holds many (docs/BENCHMARKS.md, "Retention").
+// DefaultPruneWorkers is how many tombstones prune publishes at once, on a
+// backend without storage.BatchPublisher, when PruneOptions.Workers is not
+// set: enough concurrent fsyncs that a journal commit covers many of them,
+// or, without a journal, that the disk's queue holds many
+// (docs/BENCHMARKS.md, "Retention"). A directory root publishes them a
+// batch at a time instead, two syncs per batch.
 const DefaultPruneWorkers = 32
 
 // PruneActionKind says what prune did to a key.
