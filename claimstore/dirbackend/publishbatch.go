@@ -42,8 +42,27 @@ const stageWorkers = 8
 // crosses a mount point below it), so another writer's data on it is
 // written too; its failure, whatever file it came from, fails the batch
 // and the backend, as a failed fsync does.
+//
+// Each staged temporary holds a descriptor until its link, so a batch
+// larger than a quarter of the process's descriptor limit is published a
+// part at a time (publishPart; openTempBudget).
 func (b *Backend) PublishBatch(ctx context.Context, reqs []storage.PrepareRequest) ([]error, error) {
 	errs := make([]error, len(reqs))
+	part := tempBudget()
+	for start := 0; start < len(reqs); start += part {
+		end := min(start+part, len(reqs))
+		if err := b.publishPart(ctx, reqs[start:end], errs[start:end]); err != nil {
+			return nil, err
+		}
+	}
+	return errs, nil
+}
+
+// tempBudget is openTempBudget, or a test's.
+var tempBudget = openTempBudget
+
+// publishPart is PublishBatch for reqs, its outcomes in errs.
+func (b *Backend) publishPart(ctx context.Context, reqs []storage.PrepareRequest, errs []error) error {
 	staged := make([]*prepared, len(reqs))
 	defer func() {
 		for _, p := range staged {
@@ -75,10 +94,10 @@ func (b *Backend) PublishBatch(ctx context.Context, reqs []storage.PrepareReques
 		staged[i] = p
 	})
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.syncStaged(staged, errs); err != nil {
-		return nil, err
+		return err
 	}
 	done := make([]*prepared, len(reqs))
 	// The links, each guarded as guarded.Commit guards one: the lock is
@@ -87,7 +106,7 @@ func (b *Backend) PublishBatch(ctx context.Context, reqs []storage.PrepareReques
 	var linked []int
 	unlock, err := b.lockPrune(false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i, p := range staged {
 		if p == nil {
@@ -116,7 +135,7 @@ func (b *Backend) PublishBatch(ctx context.Context, reqs []storage.PrepareReques
 	}
 	unlock()
 	if len(linked) == 0 {
-		return errs, nil
+		return nil
 	}
 	for _, i := range linked {
 		// As in finish: a hook's error after the link is the request's
@@ -125,14 +144,14 @@ func (b *Backend) PublishBatch(ctx context.Context, reqs []storage.PrepareReques
 		errs[i] = done[i].hook(storage.BarrierLinked)
 	}
 	if err := b.syncLinked(done); err != nil {
-		return nil, err
+		return err
 	}
 	for _, i := range linked {
 		if errs[i] == nil {
 			errs[i] = done[i].hook(storage.BarrierDirSynced)
 		}
 	}
-	return errs, nil
+	return nil
 }
 
 // syncStaged makes the staged temporaries durable, and the parents their

@@ -548,3 +548,47 @@ func TestPublishBatchWaitsForAnFsyncInFlight(t *testing.T) {
 		t.Errorf("linked beside a failing fsync: %v", err)
 	}
 }
+
+// A batch larger than the temporaries it may keep open is published a
+// part at a time: every request still judged on its own, each part
+// paying its two syncfs calls, no temporary left open.
+func TestPublishBatchInParts(t *testing.T) {
+	old := tempBudget
+	tempBudget = func() int { return 2 }
+	t.Cleanup(func() { tempBudget = old })
+	fsys := newSyncCounted()
+	b := New(newRoot(t), &Options{FS: fsys})
+	publishOne(t, b, batchLoc(2), 1, "taken\n")
+	var reqs []storage.PrepareRequest
+	for i := range 5 {
+		reqs = append(reqs, storage.PrepareRequest{Loc: batchLoc(i), N: 1, Data: []byte(fmt.Sprintf("r1 of %d\n", i))})
+	}
+	fsys.syncfs.Store(0)
+	errs, err := b.PublishBatch(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if (i == 2) != errors.Is(e, storage.ErrRevisionExists) || (i != 2 && e != nil) {
+			t.Errorf("request %d: %v", i, e)
+		}
+	}
+	for i := range 5 {
+		want := fmt.Sprintf("r1 of %d\n", i)
+		if i == 2 {
+			want = "taken\n"
+		}
+		if _, data, err := b.Head(context.Background(), batchLoc(i)); err != nil || string(data) != want {
+			t.Errorf("key %d: %q, %v", i, data, err)
+		}
+	}
+	if got := fsys.syncfs.Load(); got != 6 {
+		t.Errorf("%d syncfs calls for three parts, want 6", got)
+	}
+	if n := fsys.open.Load(); n != 0 {
+		t.Errorf("%d temporaries left open", n)
+	}
+	if n := openTempBudget(); n < 16 || n > 1000 {
+		t.Errorf("openTempBudget() = %d, want 16..1000", n)
+	}
+}

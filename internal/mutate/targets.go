@@ -55,7 +55,7 @@ var targets = []target{
 		// revision whose bytes a crash can lose, or over a head that moved.
 		File: "claimstore/dirbackend/publishbatch.go",
 		Funcs: []string{
-			"Backend.PublishBatch", "Backend.syncStaged", "Backend.syncLinked", "Backend.syncFS", "eachAtOnce",
+			"Backend.PublishBatch", "Backend.publishPart", "Backend.syncStaged", "Backend.syncLinked", "Backend.syncFS", "eachAtOnce",
 		},
 		Tests: dirbackendTests,
 	},
