@@ -592,3 +592,22 @@ func TestPublishBatchInParts(t *testing.T) {
 		t.Errorf("openTempBudget() = %d, want 16..1000", n)
 	}
 }
+
+// A prune lock that cannot be taken fails the batch: nothing is linked,
+// and no request is reported published.
+func TestPublishBatchLockFails(t *testing.T) {
+	root := newRoot(t)
+	publishOne(t, New(root, nil), batchLoc(0), 1, "r1\n")
+	efs := errorfs.Wrap(vfs.OS, &errorfs.Rule{Op: errorfs.OpLock})
+	b := New(root, &Options{FS: efs})
+	errs, err := b.PublishBatch(context.Background(), []storage.PrepareRequest{{Loc: batchLoc(0), N: 2, Data: []byte("r2\n"), Prev: []byte("r1\n")}})
+	if err == nil {
+		t.Fatalf("PublishBatch without its lock: %v, no error", errs)
+	}
+	if len(efs.Injected()) == 0 {
+		t.Fatalf("the lock was never asked for")
+	}
+	if n, _, _ := b.Head(context.Background(), batchLoc(0)); n != 1 {
+		t.Errorf("linked without the lock: head r%d", n)
+	}
+}
