@@ -368,21 +368,12 @@ func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareReques
 			errs[i] = &fs.PathError{Op: "publish", Path: b.dir(r.Loc), Err: storage.ErrEarlierTaken}
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			errs[i] = err
-			continue
-		}
-		if r.N == 0 || r.N > storage.MaxRevision {
-			errs[i] = fmt.Errorf("revision %d is out of range 1..%d", r.N, storage.MaxRevision)
-			continue
-		}
-		p, err := b.stage(b.dir(r.Loc), storage.RevisionName(r.N), r.Data, r.Hook)
+		p, err := b.stageRequest(ctx, r)
 		if err != nil {
 			errs[i] = err
 			taken = errors.Is(err, storage.ErrRevisionExists)
 			continue
 		}
-		p.loc, p.n = r.Loc, r.N
 		staged[i] = p
 	}
 	if err := b.syncBatch(staged, errs); err != nil {
@@ -404,6 +395,23 @@ func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareReques
 		}
 	}
 	return ps, errs
+}
+
+// stageRequest stages r as PrepareBatch and PublishBatch stage each of
+// theirs: nothing when ctx is done or r's number is out of range.
+func (b *Backend) stageRequest(ctx context.Context, r storage.PrepareRequest) (*prepared, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if r.N == 0 || r.N > storage.MaxRevision {
+		return nil, fmt.Errorf("revision %d is out of range 1..%d", r.N, storage.MaxRevision)
+	}
+	p, err := b.stage(b.dir(r.Loc), storage.RevisionName(r.N), r.Data, r.Hook)
+	if err != nil {
+		return nil, err
+	}
+	p.loc, p.n = r.Loc, r.N
+	return p, nil
 }
 
 // syncBatch fsyncs the staged temporaries (nil entries are skipped) and

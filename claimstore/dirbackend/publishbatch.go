@@ -76,22 +76,7 @@ func (b *Backend) publishPart(ctx context.Context, reqs []storage.PrepareRequest
 		workers = 1
 	}
 	eachAtOnce(len(reqs), workers, func(i int) {
-		r := reqs[i]
-		if err := ctx.Err(); err != nil {
-			errs[i] = err
-			return
-		}
-		if r.N == 0 || r.N > storage.MaxRevision {
-			errs[i] = fmt.Errorf("revision %d is out of range 1..%d", r.N, storage.MaxRevision)
-			return
-		}
-		p, err := b.stage(b.dir(r.Loc), storage.RevisionName(r.N), r.Data, r.Hook)
-		if err != nil {
-			errs[i] = err
-			return
-		}
-		p.loc, p.n = r.Loc, r.N
-		staged[i] = p
+		staged[i], errs[i] = b.stageRequest(ctx, reqs[i])
 	})
 	if err := ctx.Err(); err != nil {
 		return err
