@@ -460,6 +460,14 @@ func (b *Backend) syncBatch(staged []*prepared, errs []error) error {
 		}
 		b.recordSynced(parents, start, needs)
 	}
+	tempsSynced(staged, errs)
+	return nil
+}
+
+// tempsSynced meets the temp-synced barrier of each staged temporary (nil
+// entries skipped); one whose barrier fails is discarded, its entry nil
+// and errs saying why.
+func tempsSynced(staged []*prepared, errs []error) {
 	for i, p := range staged {
 		if p == nil {
 			continue
@@ -469,7 +477,6 @@ func (b *Backend) syncBatch(staged []*prepared, errs []error) error {
 			staged[i], errs[i] = nil, err
 		}
 	}
-	return nil
 }
 
 func (p *prepared) Abort() {

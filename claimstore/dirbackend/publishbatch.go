@@ -164,15 +164,7 @@ func (b *Backend) syncStaged(staged []*prepared, errs []error) error {
 		return b.syncBatch(staged, errs)
 	}
 	b.recordSynced(parents, start, needs)
-	for i, p := range staged {
-		if p == nil {
-			continue
-		}
-		if err := p.hook(storage.BarrierTempSynced); err != nil {
-			p.Abort()
-			staged[i], errs[i] = nil, err
-		}
-	}
+	tempsSynced(staged, errs)
 	return nil
 }
 
