@@ -879,12 +879,7 @@ func (s *Store) publishTombstoneBatch(ctx context.Context, bp storage.BatchPubli
 		switch err := perrs[k]; {
 		case err == nil:
 			c.tombN, c.tombData, c.to, won[i] = r.N, r.Data, r.N, true
-			s.mu.Lock()
-			if s.own == nil {
-				s.own = map[Loc]ownRev{}
-			}
-			s.own[r.Loc] = ownRev{n: r.N, claimID: c.head.Record.ClaimID}
-			s.mu.Unlock()
+			s.noteOwn(r.Loc, r.N, c.head.Record.ClaimID)
 		case errors.Is(err, ErrRevisionExists), errors.Is(err, storage.ErrHeadMoved):
 		default:
 			errs[i] = err

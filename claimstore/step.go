@@ -420,14 +420,20 @@ func (pr *preparing) commit(ctx context.Context) (won, linked bool, err error) {
 		return false, false, nil
 	}
 	if err == nil {
-		pr.s.mu.Lock()
-		if pr.s.own == nil {
-			pr.s.own = map[Loc]ownRev{}
-		}
-		pr.s.own[pr.loc] = ownRev{n: pr.n, claimID: pr.id}
-		pr.s.mu.Unlock()
+		pr.s.noteOwn(pr.loc, pr.n, pr.id)
 	}
 	return err == nil, pr.linked, err
+}
+
+// noteOwn records that this store published revision n of loc, of claim
+// claimID.
+func (s *Store) noteOwn(loc Loc, n uint64, claimID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own == nil {
+		s.own = map[Loc]ownRev{}
+	}
+	s.own[loc] = ownRev{n: n, claimID: claimID}
 }
 
 // abort discards a prepared revision, once it is prepared.

@@ -215,16 +215,10 @@ func (g *guarded) Commit(ctx context.Context) error {
 		g.Abort()
 		return err
 	}
-	prevPath := filepath.Join(g.dir, storage.RevisionName(g.n-1))
-	got, err := g.b.readFile(prevPath)
-	if err != nil || !bytes.Equal(got, g.prev) {
+	if err := g.checkPrev(g.prev); err != nil {
 		unlock()
 		g.Abort()
-		why := "it holds another revision"
-		if err != nil {
-			why = err.Error()
-		}
-		return &fs.PathError{Op: "publish", Path: g.name, Err: fmt.Errorf("%w: revision %d was read as the head, and now %s", storage.ErrHeadMoved, g.n-1, why)}
+		return err
 	}
 	err = g.link(ctx)
 	unlock()
@@ -232,6 +226,21 @@ func (g *guarded) Commit(ctx context.Context) error {
 		return err
 	}
 	return g.finish()
+}
+
+// checkPrev is a guarded publish's check, made under the prune lock:
+// revision n-1 of p's key still holds exactly prev, else an error wrapping
+// ErrHeadMoved.
+func (p *prepared) checkPrev(prev []byte) error {
+	got, err := p.b.readFile(filepath.Join(p.dir, storage.RevisionName(p.n-1)))
+	if err == nil && bytes.Equal(got, prev) {
+		return nil
+	}
+	why := "it holds another revision"
+	if err != nil {
+		why = err.Error()
+	}
+	return &fs.PathError{Op: "publish", Path: p.name, Err: fmt.Errorf("%w: revision %d was read as the head, and now %s", storage.ErrHeadMoved, p.n-1, why)}
 }
 
 // NeedsTombstone implements storage.RemovalMarker: a directory's removal

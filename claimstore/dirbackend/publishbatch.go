@@ -1,12 +1,9 @@
 package dirbackend
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -99,15 +96,8 @@ func (b *Backend) publishPart(ctx context.Context, reqs []storage.PrepareRequest
 		}
 		staged[i] = nil
 		if r := reqs[i]; r.Prev != nil && r.N > 1 {
-			prevPath := filepath.Join(p.dir, storage.RevisionName(p.n-1))
-			got, err := b.readFile(prevPath)
-			if err != nil || !bytes.Equal(got, r.Prev) {
+			if errs[i] = p.checkPrev(r.Prev); errs[i] != nil {
 				p.Abort()
-				why := "it holds another revision"
-				if err != nil {
-					why = err.Error()
-				}
-				errs[i] = &fs.PathError{Op: "publish", Path: p.name, Err: fmt.Errorf("%w: revision %d was read as the head, and now %s", storage.ErrHeadMoved, p.n-1, why)}
 				continue
 			}
 		}

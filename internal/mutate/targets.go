@@ -79,7 +79,7 @@ var targets = []target{
 		File: "claimstore/step.go",
 		Funcs: []string{
 			"Store.fenced", "Store.fencedOwn",
-			"Store.publishAfter", "preparing.commit", "Store.prepareStep", "preparing.encode",
+			"Store.publishAfter", "preparing.commit", "Store.noteOwn", "Store.prepareStep", "preparing.encode",
 			"Store.checkSize", "Record.sizeBound",
 			"Store.step", "Store.Acquire", "Store.Advance", "Store.checkReleaseProof",
 		},
@@ -171,7 +171,7 @@ var targets = []target{
 			"Backend.Compact", "Backend.writeBase", "Backend.RemoveKeys", "Backend.removeKeys",
 			"Backend.renameAway", "Backend.syncKinds", "Backend.Sweep", "Backend.deleteTree",
 			"Backend.deleteTrash", "Backend.ListFrom", "Backend.lockPrune", "processLock", "Backend.PrepareOver",
-			"Backend.NeedsTombstone", "randomHex", "Backend.RemoveKey", "Backend.forget", "Backend.ArchiveDir",
+			"Backend.NeedsTombstone", "prepared.checkPrev", "randomHex", "Backend.RemoveKey", "Backend.forget", "Backend.ArchiveDir",
 		},
 		Tests: dirbackendTests,
 	},
