@@ -70,36 +70,75 @@ type archiver struct {
 	now  time.Time
 }
 
-// write archives the revisions batch will remove, durably, and returns the
-// segment's path ("" when there was nothing to archive).
-func (a *archiver) write(ctx context.Context, s *Store, batch []*candidate) (string, error) {
-	if len(batch) == 0 {
-		return "", nil
-	}
+// segment is one batch's archive segment, planned: its header and what it
+// reads, fixed when planned. A batch's tombstones are published while its
+// segment is written, and each raises its candidate's top; the segment
+// holds the history each key had when its batch was read, as it did when
+// the archive came first.
+type segment struct {
+	a     *archiver
+	hdr   segmentHeader
+	items []archiveItem
+	tmp   *os.File // its temporary, once opened
+}
+
+// archiveItem is one key a segment holds: the revisions from..to of loc,
+// and revision to's bytes when its batch read them already (a removal's
+// head, read again for its batch: the archive holds those very bytes).
+type archiveItem struct {
+	key      *Key
+	loc      Loc
+	from, to uint64
+	top      []byte
+}
+
+// plan sorts batch (by kind and hash, for a stable archive) and plans its
+// segment: nil when nothing of it is to be archived.
+func (a *archiver) plan(batch []*candidate) *segment {
 	sortCandidates(batch)
-	if err := mkdirDurable(a.dir); err != nil {
-		return "", err
-	}
-	hdr := segmentHeader{Type: "segment", Version: ArchiveSegmentVersion, CreatedAt: timestamp(a.now), Root: a.root}
-	n := 0
+	g := &segment{a: a, hdr: segmentHeader{Type: "segment", Version: ArchiveSegmentVersion, CreatedAt: timestamp(a.now), Root: a.root}}
 	for _, c := range batch {
 		if c.finish {
 			continue // archived by the prune whose compaction it finishes
 		}
-		n++
 		action := string(PruneRemoved)
 		if c.base > 0 {
 			action = string(PruneCompacted)
 		}
-		hdr.Keys = append(hdr.Keys, ArchivedKey{Kind: c.in.Loc.Kind, Hash: c.in.Loc.Hash, Key: c.in.Key.JSON(), From: c.from, To: c.to, Action: action})
+		g.hdr.Keys = append(g.hdr.Keys, ArchivedKey{Kind: c.in.Loc.Kind, Hash: c.in.Loc.Hash, Key: c.in.Key.JSON(), From: c.from, To: c.to, Action: action})
+		it := archiveItem{key: c.in.Key, loc: c.in.Loc, from: c.from, to: c.to}
+		if c.head != nil && c.head.N == c.to {
+			it.top = c.head.raw
+		}
+		g.items = append(g.items, it)
 	}
-	if n == 0 {
-		return "", nil
+	if len(g.items) == 0 {
+		return nil
 	}
-	tmp, err := os.CreateTemp(a.dir, ".tmp-segment-*")
+	return g
+}
+
+// open makes the archive directory and the segment's temporary: an
+// archive that cannot be written at all stops prune here, before its
+// batch's tombstones change any key.
+func (g *segment) open() error {
+	if err := mkdirDurable(g.a.dir); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(g.a.dir, ".tmp-segment-*")
 	if err != nil {
-		return "", err
+		return err
 	}
+	g.tmp = tmp
+	return nil
+}
+
+// write writes the opened segment durably and returns its path; its
+// temporary is gone when it returns. It reads the revisions it holds and
+// nothing of the batch's candidates, so it may run beside the batch's
+// tombstones.
+func (g *segment) write(ctx context.Context, s *Store) (string, error) {
+	a, tmp := g.a, g.tmp
 	defer func() {
 		_ = tmp.Close()
 		_ = os.Remove(tmp.Name())
@@ -107,10 +146,10 @@ func (a *archiver) write(ctx context.Context, s *Store, batch []*candidate) (str
 	bw := bufio.NewWriterSize(tmp, 1<<16)
 	zw := gzip.NewWriter(bw)
 	enc := json.NewEncoder(zw)
-	if err := enc.Encode(hdr); err != nil {
+	if err := enc.Encode(g.hdr); err != nil {
 		return "", err
 	}
-	if err := a.encodeRevisions(ctx, s, batch, enc); err != nil {
+	if err := g.encodeRevisions(ctx, s, enc); err != nil {
 		return "", err
 	}
 	if err := zw.Close(); err != nil {
@@ -137,6 +176,34 @@ func (a *archiver) write(ctx context.Context, s *Store, batch []*candidate) (str
 	return name, nil
 }
 
+// archiving is a segment being written beside its batch's tombstones.
+type archiving struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	name   string
+	err    error
+}
+
+// start writes the segment on a goroutine of its own; wait returns what
+// came of it.
+func (g *segment) start(ctx context.Context, s *Store) *archiving {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &archiving{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		w.name, w.err = g.write(ctx, s)
+	}()
+	return w
+}
+
+// wait returns the segment's path once it is durable (and linked), or why
+// it is not; after it returns, the segment's writer reads nothing more.
+func (w *archiving) wait() (string, error) {
+	<-w.done
+	w.cancel()
+	return w.name, w.err
+}
+
 // archiveReaders is how many revisions the archive reads at once, and
 // archiveWindow how many it reads ahead of the encoder: the reads are
 // system calls that overlap each other and the compression.
@@ -147,17 +214,17 @@ const (
 
 // archived is a window of revisions read for the archive, in order.
 type archived struct {
-	cs   []*candidate
-	ns   []uint64
-	data [][]byte
-	errs []error
+	items []*archiveItem
+	ns    []uint64
+	data  [][]byte
+	errs  []error
 }
 
-// encodeRevisions writes every revision batch will remove to enc, in
-// order (candidate by candidate, each from its lowest revision up): a
-// reader goroutine reads them a window at a time, archiveReaders at once,
-// while the encoder compresses the window before.
-func (a *archiver) encodeRevisions(ctx context.Context, s *Store, batch []*candidate, enc *json.Encoder) error {
+// encodeRevisions writes every revision the segment holds to enc, in
+// order (key by key, each from its lowest revision up): a reader goroutine
+// reads them a window at a time, archiveReaders at once, while the encoder
+// compresses the window before.
+func (g *segment) encodeRevisions(ctx context.Context, s *Store, enc *json.Encoder) error {
 	ctx, cancel := context.WithCancel(ctx)
 	windows := make(chan *archived, 1)
 	defer func() {
@@ -176,19 +243,22 @@ func (a *archiver) encodeRevisions(ctx context.Context, s *Store, batch []*candi
 		send := func() {
 			w.data, w.errs = make([][]byte, len(w.ns)), make([]error, len(w.ns))
 			inParallel(len(w.ns), archiveReaders, func(i int) {
-				if w.errs[i] = ctx.Err(); w.errs[i] == nil {
-					w.data[i], w.errs[i] = s.be.Read(ctx, w.cs[i].in.Loc, w.ns[i])
+				it := w.items[i]
+				switch w.errs[i] = ctx.Err(); {
+				case w.errs[i] != nil:
+				case w.ns[i] == it.to && it.top != nil:
+					w.data[i] = it.top
+				default:
+					w.data[i], w.errs[i] = s.be.Read(ctx, it.loc, w.ns[i])
 				}
 			})
 			windows <- w
 			w = &archived{}
 		}
-		for _, c := range batch {
-			if c.finish {
-				continue
-			}
-			for n := c.from; n <= c.to; n++ {
-				w.cs, w.ns = append(w.cs, c), append(w.ns, n)
+		for k := range g.items {
+			it := &g.items[k]
+			for n := it.from; n <= it.to; n++ {
+				w.items, w.ns = append(w.items, it), append(w.ns, n)
 				if len(w.ns) == archiveWindow {
 					send()
 				}
@@ -199,7 +269,7 @@ func (a *archiver) encodeRevisions(ctx context.Context, s *Store, batch []*candi
 		}
 	}()
 	for w := range windows {
-		for i, c := range w.cs {
+		for i, it := range w.items {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -207,9 +277,9 @@ func (a *archiver) encodeRevisions(ctx context.Context, s *Store, batch []*candi
 			if err := w.errs[i]; err != nil {
 				// Prune only removes keys it read whole: a revision
 				// that cannot be read now stops it before it removes.
-				return fmt.Errorf("archiving %s before removing it: %w", s.RevisionPath(*c.in.Key, n), err)
+				return fmt.Errorf("archiving %s before removing it: %w", s.RevisionPath(*it.key, n), err)
 			}
-			if err := enc.Encode(segmentRevision{Type: "revision", Kind: c.in.Loc.Kind, Hash: c.in.Loc.Hash, Revision: n, Data: string(w.data[i])}); err != nil {
+			if err := enc.Encode(segmentRevision{Type: "revision", Kind: it.loc.Kind, Hash: it.loc.Hash, Revision: n, Data: string(w.data[i])}); err != nil {
 				return err
 			}
 		}

@@ -19,11 +19,12 @@ import (
 // still rest on:
 //
 //   - A session key whose head has been free for the retention time is
-//     removed whole: archived, then (on a backend that needs one) a
-//     tombstone published above its head exclusively, then — once every
-//     seat has been read again, so that no acquire that had taken its seat
-//     before the tombstone can still be about to link — removed by the
-//     backend's guarded removal, which fails if the head moved.
+//     removed whole: (on a backend that needs one) a tombstone published
+//     above its head exclusively while its history is archived, then —
+//     once the archive is durable and every seat has been read again, so
+//     that no acquire that had taken its seat before the tombstone can
+//     still be about to link — removed by the backend's guarded removal,
+//     which fails if the head moved.
 //   - A seat is never removed: its numbers are fencing tokens. Its history
 //     below its newest free revision older than the retention time is
 //     compacted (storage.Compacter): the key reads as before, from a base.
@@ -345,16 +346,19 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 		if err != nil {
 			return rep, err
 		}
+		// The batch's segment is written while its tombstones are
+		// published: a tombstone is a publish, not a removal, and
+		// pruneBatch waits for the segment before its first removal.
+		var seg *archiving
 		if arch != nil {
-			name, err := arch.write(ctx, s, batch)
-			if err != nil {
-				return rep, err
-			}
-			if name != "" {
-				rep.Archives = append(rep.Archives, name)
+			if g := arch.plan(batch); g != nil {
+				if err := g.open(); err != nil {
+					return rep, err
+				}
+				seg = g.start(ctx, s)
 			}
 		}
-		if err := s.pruneBatch(ctx, w, batch, workers, remover, compacter, rep, each); err != nil {
+		if err := s.pruneBatch(ctx, w, batch, seg, workers, remover, compacter, rep, each); err != nil {
 			return rep, err
 		}
 		// What the batch read whole goes with it: kept to the end, the
@@ -617,20 +621,57 @@ func (s *Store) sessionBlock(ctx context.Context, w *Walk, protect map[Loc]bool)
 	return "", nil
 }
 
-// pruneBatch removes and compacts one batch, archived already.
-func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, workers int, remover storage.KeyRemover, compacter storage.Compacter, rep *PruneReport, each func(PruneAction)) error {
+// pruneBatch removes and compacts one batch, whose archive segment seg
+// (nil when none is written) is being written: the removals' tombstones
+// are published meanwhile, and nothing is compacted or removed before the
+// segment is durable. pruneBatch returns only once seg's writer is done.
+func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, seg *archiving, workers int, remover storage.KeyRemover, compacter storage.Compacter, rep *PruneReport, each func(PruneAction)) error {
 	marker, _ := s.be.(storage.RemovalMarker)
 	tombs := marker != nil && marker.NeedsTombstone()
+	archived := func() error {
+		if seg == nil {
+			return nil
+		}
+		name, err := seg.wait()
+		seg = nil
+		if name != "" {
+			rep.Archives = append(rep.Archives, name)
+		}
+		return err
+	}
+	defer func() {
+		// Stopped before its first removal: the segment is not needed
+		// now, but its writer must be done before prune returns.
+		if seg != nil {
+			seg.cancel()
+			_ = archived()
+		}
+	}()
 	var removals, compactions []*candidate
 	for _, c := range batch {
 		if c.base > 0 {
-			if err := s.pause(Point{Barrier: BarrierBeforeRemove, Key: *c.in.Key, Revision: c.in.Head.N, ClaimID: c.in.ClaimID}); err != nil {
-				return err
-			}
 			compactions = append(compactions, c)
 			continue
 		}
 		removals = append(removals, c)
+	}
+	if tombs {
+		var err error
+		if removals, err = s.publishTombstones(ctx, removals, workers, rep, each); err != nil {
+			return err
+		}
+	} else {
+		for _, c := range removals {
+			c.tombN, c.tombData = c.head.N, c.head.raw
+		}
+	}
+	if err := archived(); err != nil {
+		return err
+	}
+	for _, c := range compactions {
+		if err := s.pause(Point{Barrier: BarrierBeforeRemove, Key: *c.in.Key, Revision: c.in.Head.N, ClaimID: c.in.ClaimID}); err != nil {
+			return err
+		}
 	}
 	var failed error
 	for i, err := range compactAll(ctx, compacter, compactions) {
@@ -658,16 +699,6 @@ func (s *Store) pruneBatch(ctx context.Context, w *Walk, batch []*candidate, wor
 	}
 	if failed != nil {
 		return failed
-	}
-	if tombs {
-		var err error
-		if removals, err = s.publishTombstones(ctx, removals, workers, rep, each); err != nil {
-			return err
-		}
-	} else {
-		for _, c := range removals {
-			c.tombN, c.tombData = c.head.N, c.head.raw
-		}
 	}
 	if len(removals) == 0 {
 		return nil

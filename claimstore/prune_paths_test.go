@@ -230,6 +230,24 @@ func TestPruneArchivesWhereItIsTold(t *testing.T) {
 	}
 }
 
+// An archive whose segment cannot be created (a directory no file can be
+// made in: /proc, even for root) stops the prune before it publishes,
+// removes or compacts anything.
+func TestPruneStopsWhenItCannotCreateTheSegment(t *testing.T) {
+	root, clk, seat, session := pruneFixture(t, newRoot)
+	s := openStore(t, root, &TOpts{Now: clk.now})
+	_, _, got, err := pruneRun(t, s, &PruneOptions{OlderThan: 30 * day, ArchiveDir: "/proc"})
+	if err == nil || !strings.Contains(err.Error(), "/proc") {
+		t.Fatalf("Prune archiving into /proc: %v (actions %q), want the temporary's error", err, got)
+	}
+	if d := cmp.Diff(map[string]prunedKey{seat.String(): {4, 1}, session.String(): {4, 1}}, statesOf(t, s, seat, session)); d != "" {
+		t.Errorf("keys after a segment that could not be created (-want +got):\n%s", d)
+	}
+	if len(got) != 0 {
+		t.Errorf("actions %q, want none", got)
+	}
+}
+
 // An archive that cannot be written stops the prune before it removes or
 // compacts anything.
 func TestPruneStopsWhenItCannotArchive(t *testing.T) {
@@ -470,8 +488,10 @@ func TestPruneReportsAnArchiveItCannotExpire(t *testing.T) {
 // A revision the archive cannot read stops prune before anything of its
 // batch is removed or compacted, with an error naming the revision; and
 // a prune canceled while the archive reads stops with the cancellation,
-// its reader gone when it returns. Either way no segment is linked and
-// every key reads as before.
+// its reader gone when it returns. Either way no segment is linked, every
+// seat reads as before, and every session reads as before or at the
+// tombstone published while the archive was read (free; the next prune
+// removes it) — with an unreadable revision, always at its tombstone.
 func TestPruneStopsWhereTheArchiveCannotRead(t *testing.T) {
 	for _, cancelIt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cancel=%v", cancelIt), func(t *testing.T) {
@@ -516,11 +536,22 @@ func TestPruneStopsWhereTheArchiveCannotRead(t *testing.T) {
 				t.Errorf("archive directory holds %d names, want none", len(names))
 			}
 			keys := append(append([]Key{}, seats...), sessions...)
+			after := openStore(t, root, &TOpts{Now: clk.now})
+			got2 := statesOf(t, after, keys...)
 			want := map[string]prunedKey{}
-			for _, k := range keys {
+			for _, k := range seats {
 				want[k.String()] = prunedKey{4, 1}
 			}
-			if d := cmp.Diff(want, statesOf(t, openStore(t, root, &TOpts{Now: clk.now}), keys...)); d != "" {
+			for _, k := range sessions {
+				want[k.String()] = prunedKey{5, 1}
+				if cancelIt && got2[k.String()].Head == 4 {
+					want[k.String()] = prunedKey{4, 1} // canceled before its tombstone
+				}
+				if h, err := after.Head(context.Background(), k); err != nil || h.Held() || (h.N == 5) != h.Record.Tombstone {
+					t.Errorf("%s after the stop: %+v, %v; want free, a tombstone at r5", k, h, err)
+				}
+			}
+			if d := cmp.Diff(want, got2); d != "" {
 				t.Errorf("keys after the stop (-want +got):\n%s", d)
 			}
 		})
@@ -580,6 +611,13 @@ func TestPruneArchivesEveryRevisionInOrder(t *testing.T) {
 	var hdr segmentHeader
 	if err := dec.Decode(&hdr); err != nil {
 		t.Fatal(err)
+	}
+	// The keys in the order of their locations (the seat first), whatever
+	// order the batch came in (the sessions, then the seat).
+	if !sort.SliceIsSorted(hdr.Keys, func(i, j int) bool {
+		return Loc{Kind: hdr.Keys[i].Kind, Hash: hdr.Keys[i].Hash}.String() < Loc{Kind: hdr.Keys[j].Kind, Hash: hdr.Keys[j].Hash}.String()
+	}) || hdr.Keys[0].Kind != KindSeat {
+		t.Errorf("the segment's keys are not in the order of their locations: first %s/%s", hdr.Keys[0].Kind, hdr.Keys[0].Hash)
 	}
 	var want, got []string
 	for _, ak := range hdr.Keys {
@@ -740,8 +778,8 @@ func TestPruneArchivesPastASeatAlreadyCompacted(t *testing.T) {
 }
 
 // A batch whose first key's head is already a tombstone (a prune cut
-// short after publishing it) publishes the tombstones of the keys after
-// it, and removes them all.
+// short after publishing it, before the seats' compaction) publishes the
+// tombstones of the keys after it, and removes them all.
 func TestPruneTombstonesPastAnEarlierTombstone(t *testing.T) {
 	root, clk, _, sessions := twoSessions(t)
 	var first *Key
@@ -773,7 +811,8 @@ func TestPruneTombstonesPastAnEarlierTombstone(t *testing.T) {
 		}
 	}
 	_, _, got := mustPrune(t, s, &PruneOptions{OlderThan: 30 * day, NoArchive: true})
-	want := sortedLines("removed "+sessions[0].String()+" 1-5", "removed "+sessions[1].String()+" 1-5")
+	want := sortedLines("compacted "+seatKey(t, "a").String()+" 1-3", "compacted "+seatKey(t, "b").String()+" 1-3",
+		"removed "+sessions[0].String()+" 1-5", "removed "+sessions[1].String()+" 1-5")
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("actions (-want +got):\n%s", d)
 	}

@@ -3,6 +3,7 @@ package claimstore
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ type readCountFS struct {
 	n *atomic.Int32
 }
 
-func (f readCountFS) ReadFile(name string) ([]byte, error) {
+func (f readCountFS) ReadFile(name string) ([]byte, fs.FileInfo, error) {
 	if strings.HasPrefix(filepath.Base(name), "r") && strings.HasSuffix(name, ".json") {
 		f.n.Add(1)
 	}

@@ -30,7 +30,10 @@ func (f traceFS) note(p string) {
 }
 
 func (f traceFS) Lstat(name string) (fs.FileInfo, error) { f.note(name); return f.OSFS.Lstat(name) }
-func (f traceFS) ReadFile(name string) ([]byte, error)   { f.note(name); return f.OSFS.ReadFile(name) }
+func (f traceFS) ReadFile(name string) ([]byte, fs.FileInfo, error) {
+	f.note(name)
+	return f.OSFS.ReadFile(name)
+}
 func (f traceFS) ReadDir(name string) ([]string, error) {
 	f.note(name + "/")
 	return f.OSFS.ReadDir(name)

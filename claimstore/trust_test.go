@@ -704,11 +704,20 @@ func TestNoBootProofIntoWritableProofsDir(t *testing.T) {
 // own (a vfs.FS may leave the bound to the store, FS.ReadFile says).
 type plainReadFS struct{ vfs.OSFS }
 
-func (plainReadFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+func (plainReadFS) ReadFile(name string) ([]byte, fs.FileInfo, error) {
+	data, err := os.ReadFile(name)
+	return data, nil, err
+}
 
 // revLstatFailFS is the OS filesystem whose Lstats of revision files fail
-// with EIO (a revision read, then its identity unreadable).
+// with EIO (a revision read, then its identity unreadable), and whose
+// ReadFile gives no file info, so that a reader must Lstat.
 type revLstatFailFS struct{ vfs.OSFS }
+
+func (f revLstatFailFS) ReadFile(name string) ([]byte, fs.FileInfo, error) {
+	data, _, err := f.OSFS.ReadFile(name)
+	return data, nil, err
+}
 
 func (f revLstatFailFS) Lstat(name string) (fs.FileInfo, error) {
 	if strings.HasSuffix(name, ".json") {

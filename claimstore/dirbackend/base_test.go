@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,12 +186,12 @@ type removedAtBase struct {
 	once sync.Once
 }
 
-func (r *removedAtBase) ReadFile(name string) ([]byte, error) {
-	data, err := r.FS.ReadFile(name)
+func (r *removedAtBase) ReadFile(name string) ([]byte, fs.FileInfo, error) {
+	data, fi, err := r.FS.ReadFile(name)
 	if strings.HasSuffix(name, string(filepath.Separator)+BaseName) {
 		r.once.Do(func() { _ = os.RemoveAll(r.dir) })
 	}
-	return data, err
+	return data, fi, err
 }
 
 // A key directory removed while Census counts (a prune's removal between
@@ -218,7 +219,7 @@ type movingBase struct {
 	reads int
 }
 
-func (m *movingBase) ReadFile(name string) ([]byte, error) {
+func (m *movingBase) ReadFile(name string) ([]byte, fs.FileInfo, error) {
 	if !strings.HasSuffix(name, string(filepath.Separator)+BaseName) {
 		return m.FS.ReadFile(name)
 	}
@@ -226,7 +227,7 @@ func (m *movingBase) ReadFile(name string) ([]byte, error) {
 	m.reads++
 	n := m.reads
 	m.mu.Unlock()
-	return []byte(fmt.Sprintf(`{"version":1,"kind":%q,"key":%q,"base":%d,"writtenAt":"2026-12-03T00:00:00.000Z"}`+"\n", BaseKind, m.loc.String(), n+1)), nil
+	return []byte(fmt.Sprintf(`{"version":1,"kind":%q,"key":%q,"base":%d,"writtenAt":"2026-12-03T00:00:00.000Z"}`+"\n", BaseKind, m.loc.String(), n+1)), nil, nil
 }
 
 // A base that moves at every read does not keep Census retrying: it makes

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -266,6 +267,15 @@ func (b *Backend) Compact(ctx context.Context, loc storage.Loc, base uint64) err
 		}
 		return err
 	}
+	// The new pointer is written and made durable before the lock is
+	// taken: eight compactions at once each pay that fsync side by side,
+	// and only its rename and the directory's fsync are made under the
+	// lock. (A compaction that finds the base there already drops it.)
+	t, err := b.stageBase(loc, base)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
 	// Under the lock, no other prune moves the base: a base read and then
 	// lowered by a second compaction would expose a gap.
 	unlock, err := b.lockPrune(true)
@@ -282,7 +292,7 @@ func (b *Backend) Compact(ctx context.Context, loc storage.Loc, base uint64) err
 			unlock()
 			return &fs.PathError{Op: "compact", Path: filepath.Join(dir, storage.RevisionName(base)), Err: err}
 		}
-		if err := b.writeBase(loc, base); err != nil {
+		if err := b.installBase(loc, t); err != nil {
 			unlock()
 			return err
 		}
@@ -318,29 +328,38 @@ func (b *Backend) Compact(ctx context.Context, loc storage.Loc, base uint64) err
 	return nil
 }
 
-// writeBase makes base loc's base pointer, durably: written under a stage
-// name, fsynced, renamed over the pointer, the directory fsynced.
-func (b *Backend) writeBase(loc storage.Loc, base uint64) error {
+// stageBase writes base as loc's base pointer to a temporary in its
+// directory and makes it durable (installBase gives it its name).
+func (b *Backend) stageBase(loc storage.Loc, base uint64) (vfs.TempFile, error) {
 	dir := b.dir(loc)
 	data, err := json.Marshal(basePointer{Version: 1, Kind: BaseKind, Key: loc.String(), Base: base, WrittenAt: time.Now().UTC().Format("2006-01-02T15:04:05.000Z")})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	data = append(data, '\n')
 	t, err := b.fs.CreateTemp(dir, 0o400)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer t.Close()
 	if n, err := t.Write(data); err != nil || n != len(data) {
 		if err == nil {
 			err = fmt.Errorf("short write")
 		}
-		return &fs.PathError{Op: "write base pointer", Path: filepath.Join(dir, BaseName), Err: err}
+		_ = t.Close()
+		return nil, &fs.PathError{Op: "write base pointer", Path: filepath.Join(dir, BaseName), Err: err}
 	}
 	if err := b.sync(t.Sync); err != nil {
-		return &fs.PathError{Op: "fsync base pointer", Path: filepath.Join(dir, BaseName), Err: err}
+		_ = t.Close()
+		return nil, &fs.PathError{Op: "fsync base pointer", Path: filepath.Join(dir, BaseName), Err: err}
 	}
+	return t, nil
+}
+
+// installBase makes the staged pointer t loc's base pointer, durably:
+// linked under a stage name, renamed over the pointer, the directory
+// fsynced.
+func (b *Backend) installBase(loc storage.Loc, t vfs.TempFile) error {
+	dir := b.dir(loc)
 	stage := filepath.Join(dir, baseStagePrefix+randomHex())
 	if err := t.Link(stage); err != nil {
 		return err
@@ -385,26 +404,50 @@ const removeBatchMax = 256
 // durable before the lock is released, so that no publish (which takes the
 // lock shared) can rest on a removal a crash would undo. Until that fsync
 // a crash keeps any subset of the renames: each key is then either whole
-// in place (its tombstone head, free) or trash, which Sweep removes.
+// in place (its tombstone head, free) or trash, which Sweep removes. A
+// hold's trash is deleted while the next hold checks and renames; all of
+// it is deleted (or left to Sweep) when RemoveKeys returns.
 func (b *Backend) RemoveKeys(ctx context.Context, rs []storage.Removal) ([]error, error) {
 	errs := make([]error, len(rs))
-	var trashes []string
+	// The trash of each hold is deleted while the next hold renames: a
+	// deletion is unlinks in the trash, which no check or rename reads.
+	trash := make(chan trashDir, len(rs))
+	var wg sync.WaitGroup
+	for range min(trashWorkers, len(rs)) {
+		wg.Go(func() {
+			for t := range trash {
+				_ = b.deleteTrash(t)
+			}
+		})
+	}
+	defer func() {
+		close(trash)
+		wg.Wait()
+	}()
 	for start := 0; start < len(rs); start += removeBatchMax {
 		part := rs[start:min(start+removeBatchMax, len(rs))]
 		t, err := b.removeKeys(ctx, part, errs[start:start+len(part)])
-		trashes = append(trashes, t...)
+		for _, t := range t {
+			trash <- t
+		}
 		if err != nil {
-			b.deleteTrash(trashes)
 			return nil, err
 		}
 	}
-	b.deleteTrash(trashes)
 	return errs, nil
 }
 
-// removeKeys renames away what it can of rs, durably, and returns the
-// trash it made.
-func (b *Backend) removeKeys(ctx context.Context, rs []storage.Removal, errs []error) ([]string, error) {
+// removeChecks is how many removals' heads are checked at once under one
+// hold of the prune lock: each check is reads (the head probed, its bytes
+// compared), and reads of different keys overlap.
+const removeChecks = 8
+
+// removeKeys renames away what it can of rs and returns the trash it
+// made, once the renames are durable: after a failed fsync of a kind
+// directory none is returned, since a crash could undo a rename and leave
+// the key in place without the files its trash's deletion took; Sweep
+// removes that trash once the store is opened again.
+func (b *Backend) removeKeys(ctx context.Context, rs []storage.Removal, errs []error) ([]trashDir, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -416,27 +459,44 @@ func (b *Backend) removeKeys(ctx context.Context, rs []storage.Removal, errs []e
 		return nil, err
 	}
 	defer unlock()
-	var trashes []string
+	// Every head is checked before the first rename, under the lock held
+	// exclusively: no publish of this store falls between a check and its
+	// rename, however long the checks take (docs/PROTOCOL.md, "Prune
+	// against a publish", step 3).
+	checks := make([]error, len(rs))
+	workers := removeChecks
+	if b.sequential {
+		workers = 1
+	}
+	eachAtOnce(len(rs), workers, func(i int) { checks[i] = b.checkRemoval(rs[i].Loc, rs[i].N, rs[i].Head) })
+	var trashes []trashDir
 	kinds := map[string]bool{}
 	for i, r := range rs {
-		trash, err := b.renameAway(r.Loc, r.N, r.Head)
+		err := checks[i]
 		if errors.Is(err, storage.ErrHeadMoved) {
 			errs[i] = err
 			continue
+		}
+		var trash string
+		if err == nil {
+			trash, err = b.renameAway(r.Loc)
 		}
 		if err != nil {
 			// A rename that failed for another reason (or a damaged
 			// head) stops the batch; what was renamed before it is made
 			// durable first, as the others would have been.
 			if serr := b.syncKinds(kinds); serr != nil {
-				return trashes, serr
+				return nil, serr
 			}
 			return trashes, err
 		}
-		trashes = append(trashes, trash)
+		trashes = append(trashes, trashDir{path: trash, top: r.N})
 		kinds[filepath.Dir(trash)] = true
 	}
-	return trashes, b.syncKinds(kinds)
+	if err := b.syncKinds(kinds); err != nil {
+		return nil, err
+	}
+	return trashes, nil
 }
 
 // trashWorkers is how many trash directories are deleted at once: an
@@ -444,48 +504,46 @@ func (b *Backend) removeKeys(ctx context.Context, rs []storage.Removal, errs []e
 // directories proceed side by side.
 const trashWorkers = 8
 
-// deleteTrash deletes trash directories, without making that durable:
-// trash is no key's name, and what a crash keeps of it is the next Sweep's
-// (so a batch of removals pays one fsync per kind directory, for its
-// renames, besides the tombstones'). A failure leaves the rest to Sweep.
-func (b *Backend) deleteTrash(trashes []string) {
-	next := make(chan string)
-	var wg sync.WaitGroup
-	for range min(trashWorkers, len(trashes)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for t := range next {
-				_ = b.deleteTree(t)
-			}
-		}()
-	}
-	for _, t := range trashes {
-		next <- t
-	}
-	close(next)
-	wg.Wait()
-}
-
-// renameAway checks that loc's head is revision n holding exactly head and
-// renames its directory to a trash name, which it returns. The caller
-// holds the prune lock exclusively and makes the rename durable.
-func (b *Backend) renameAway(loc storage.Loc, n uint64, head []byte) (string, error) {
+// checkRemoval checks that loc's head is revision n holding exactly head:
+// storage.ErrHeadMoved if not. Revision n+1 missing is the head's check,
+// without a probe: every writer links n+1 over n, none above a number it
+// has not read (a revision above a missing one is damage, which a probe
+// would not see past either), and a key removed and written again never
+// holds these bytes at n (they name the claim and the time of this
+// prune's tombstone).
+func (b *Backend) checkRemoval(loc storage.Loc, n uint64, head []byte) error {
 	dir := b.dir(loc)
-	top, distrust, err := b.probe(loc)
+	ok, distrust, err := b.checkKeyDir(dir)
 	if err == nil && distrust != nil {
 		err = distrust
 	}
 	if err != nil {
-		return "", err
+		return err
 	}
-	if top != n {
-		return "", &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: the head is revision %d, not %d", storage.ErrHeadMoved, top, n)}
+	if !ok {
+		return &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: the key directory is gone", storage.ErrHeadMoved)}
+	}
+	next := filepath.Join(dir, storage.RevisionName(n+1))
+	if _, err := b.fs.Lstat(next); err == nil {
+		return &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: revision %d was written above %d", storage.ErrHeadMoved, n+1, n)}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	got, err := b.readFile(filepath.Join(dir, storage.RevisionName(n)))
 	if err != nil || !bytes.Equal(got, head) {
-		return "", &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: revision %d is not the one read", storage.ErrHeadMoved, n)}
+		return &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: revision %d is not the one read", storage.ErrHeadMoved, n)}
 	}
+	return nil
+}
+
+// renameAway renames loc's directory, checked, to a trash name in its kind
+// directory, and returns that name. Trash deleted (deleteTrash) is not
+// made durable: trash is no key's name, and what a crash keeps of it is
+// the next Sweep's (so a batch of removals pays one fsync per kind
+// directory, for its renames, besides the tombstones'). A failure leaves
+// the rest to Sweep.
+func (b *Backend) renameAway(loc storage.Loc) (string, error) {
+	dir := b.dir(loc)
 	trash := filepath.Join(filepath.Dir(dir), TrashPrefix+loc.Hash+"-"+randomHex())
 	if err := b.fs.Rename(dir, trash); err != nil {
 		return "", err
@@ -545,6 +603,36 @@ func (b *Backend) Sweep(ctx context.Context) (int, error) {
 
 // ArchiveDir implements storage.ArchiveLocator: the root's archive/.
 func (b *Backend) ArchiveDir() string { return filepath.Join(b.root, ArchiveDir) }
+
+// trashDir is a key directory renamed away, and the head it was checked
+// to have.
+type trashDir struct {
+	path string
+	top  uint64
+}
+
+// deleteTrash removes a trash directory and the files in it, without
+// making the removal durable: its revisions by name, from the head it was
+// checked to have down to the first that is missing (a key's revisions
+// run without a gap from its base), then the directory. Only when
+// something else is left in it (a base pointer, a crash's temporary) is it
+// listed: a prune deletes thousands, and a listing is four system calls
+// where the directory's own removal is one.
+func (b *Backend) deleteTrash(t trashDir) error {
+	for n := t.top; n >= 1; n-- {
+		err := b.fs.Remove(filepath.Join(t.path, storage.RevisionName(n)))
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := b.fs.Remove(t.path); err == nil || !errors.Is(err, syscall.ENOTEMPTY) {
+		return err
+	}
+	return b.deleteTree(t.path)
+}
 
 // deleteTree removes a trash directory and the files in it (a key
 // directory holds files only), without making the removal durable.

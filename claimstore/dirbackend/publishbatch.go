@@ -84,22 +84,26 @@ func (b *Backend) publishPart(ctx context.Context, reqs []storage.PrepareRequest
 	done := make([]*prepared, len(reqs))
 	// The links, each guarded as guarded.Commit guards one: the lock is
 	// held over every check and its link, so that no removal falls
-	// between them.
+	// between them. The checks are reads, made workers at once before the
+	// first link; each still holds at its link, under the same hold.
 	var linked []int
 	unlock, err := b.lockPrune(false)
 	if err != nil {
 		return err
 	}
+	eachAtOnce(len(reqs), workers, func(i int) {
+		if r := reqs[i]; staged[i] != nil && r.Prev != nil && r.N > 1 {
+			errs[i] = staged[i].checkPrev(r.Prev)
+		}
+	})
 	for i, p := range staged {
 		if p == nil {
 			continue
 		}
 		staged[i] = nil
-		if r := reqs[i]; r.Prev != nil && r.N > 1 {
-			if errs[i] = p.checkPrev(r.Prev); errs[i] != nil {
-				p.Abort()
-				continue
-			}
+		if errs[i] != nil {
+			p.Abort()
+			continue
 		}
 		if err := p.link(ctx); err != nil {
 			errs[i] = err

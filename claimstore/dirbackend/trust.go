@@ -163,7 +163,7 @@ func (b *Backend) trustInfo(path string, fi fs.FileInfo) error {
 // through a symlink, and only when the file can be trusted (trustInfo).
 // Its directory is the caller's to check.
 func (b *Backend) readFile(path string) ([]byte, error) {
-	data, err := b.fs.ReadFile(path)
+	data, fi, err := b.fs.ReadFile(path)
 	var big *vfs.TooLargeError
 	switch {
 	case errors.As(err, &big):
@@ -178,9 +178,10 @@ func (b *Backend) readFile(path string) ([]byte, error) {
 	if len(data) > MaxFileSize {
 		return nil, tooLarge(path, int64(len(data)))
 	}
-	fi, err := b.fs.Lstat(path)
-	if err != nil {
-		return nil, err
+	if fi == nil {
+		if fi, err = b.fs.Lstat(path); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.trustInfo(path, fi); err != nil {
 		return nil, err

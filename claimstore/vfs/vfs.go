@@ -30,7 +30,15 @@ type FS interface {
 	// reading), and need not read past MaxFileSize+1 bytes: callers treat a
 	// longer result as too large, and an implementation may fail with a
 	// *TooLargeError naming the size instead of reading it at all.
-	ReadFile(name string) ([]byte, error)
+	//
+	// With the bytes it returns, when it can, the fs.FileInfo of the very
+	// file it read: the fstat of the descriptor read through (Sys a
+	// *syscall.Stat_t where the platform has one). A caller that judges a
+	// file by its owner and mode then judges the file it read, not whatever
+	// the name holds a moment later, and pays no Lstat of the name (a prune
+	// reads tens of thousands of revisions). An FS that cannot say returns
+	// a nil info, and its callers Lstat the name after reading.
+	ReadFile(name string) ([]byte, fs.FileInfo, error)
 
 	// ReadDir returns the names in directory name, in no particular order.
 	// Like ReadFile, it refuses to follow a final symlink.
@@ -170,23 +178,28 @@ func (OSFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 // poller registration attempt per file), never following a symlink,
 // never blocking on a FIFO, and refusing anything but a regular file and
 // anything larger than MaxFileSize before reading it.
-func (OSFS) ReadFile(name string) ([]byte, error) {
-	data, err := safefile.ReadChecked(name, MaxFileSize, nil, func(mode fs.FileMode, size int64) error {
+func (OSFS) ReadFile(name string) ([]byte, fs.FileInfo, error) {
+	var info fs.FileInfo
+	data, err := safefile.ReadChecked(name, MaxFileSize, nil, func(mode fs.FileMode, st *syscall.Stat_t) error {
 		if !mode.IsRegular() {
 			return &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, safefile.Describe(mode))}
 		}
-		if size > MaxFileSize {
-			return &fs.PathError{Op: "read", Path: name, Err: &TooLargeError{Size: size}}
+		if st.Size > MaxFileSize {
+			return &fs.PathError{Op: "read", Path: name, Err: &TooLargeError{Size: st.Size}}
 		}
+		info = statInfo(name, st)
 		return nil
 	})
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is a symlink, which is never followed", ErrNotRegular)}
+		return nil, nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is a symlink, which is never followed", ErrNotRegular)}
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	// The size may grow while it is read: ReadChecked never reads more
 	// than one byte past the bound, so memory stays bounded whatever the
 	// file does.
-	return data, err
+	return data, info, nil
 }
 
 // ReadDir lists the names in name (not . and ..), never following a

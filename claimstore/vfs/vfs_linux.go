@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/claimstore/claimstore/internal/safefile"
 )
 
 var (
@@ -208,3 +212,21 @@ func (OSFS) Lock(dir string, exclusive bool) (func() error, error) {
 	}
 	return func() error { return unix.Close(fd) }, nil
 }
+
+// statInfo is the fs.FileInfo of a stat(2) result, as os.Lstat gives it:
+// its Sys is the *syscall.Stat_t.
+func statInfo(name string, st *syscall.Stat_t) fs.FileInfo {
+	return &fileInfo{name: filepath.Base(name), st: *st}
+}
+
+type fileInfo struct {
+	name string
+	st   syscall.Stat_t
+}
+
+func (i *fileInfo) Name() string       { return i.name }
+func (i *fileInfo) Size() int64        { return i.st.Size }
+func (i *fileInfo) Mode() fs.FileMode  { return safefile.FileMode(i.st.Mode) }
+func (i *fileInfo) ModTime() time.Time { return time.Unix(i.st.Mtim.Unix()) }
+func (i *fileInfo) IsDir() bool        { return i.Mode().IsDir() }
+func (i *fileInfo) Sys() any           { return &i.st }

@@ -73,7 +73,7 @@ func TestContract(t *testing.T) {
 		log = append(log, "is r1 mine: "+map[bool]string{true: "yes", false: "no"}[ok])
 		add("close", tf.Close())
 		add("syncdir", fsys.SyncDir(p("d")))
-		b, err := fsys.ReadFile(p("d/r1"))
+		b, _, err := fsys.ReadFile(p("d/r1"))
 		add("read r1", err)
 		log = append(log, "r1 = "+string(b))
 		fi, err = fsys.Lstat(p("d/r1"))
@@ -82,14 +82,14 @@ func TestContract(t *testing.T) {
 			log = append(log, "r1 mode "+fi.Mode().String())
 		}
 		add("symlink", symlink(p("d/r1"), p("d/link")))
-		_, err = fsys.ReadFile(p("d/link"))
+		_, _, err = fsys.ReadFile(p("d/link"))
 		add("read symlink", err)
 		fi, err = fsys.Lstat(p("d/link"))
 		add("lstat symlink", err)
 		if err == nil {
 			log = append(log, "link is symlink: "+map[bool]string{true: "yes", false: "no"}[fi.Mode()&fs.ModeSymlink != 0])
 		}
-		_, err = fsys.ReadFile(p("d"))
+		_, _, err = fsys.ReadFile(p("d"))
 		log = append(log, "read dir fails: "+map[bool]string{true: "yes", false: "no"}[err != nil])
 		names, err := fsys.ReadDir(p("d"))
 		add("readdir", err)
@@ -102,7 +102,7 @@ func TestContract(t *testing.T) {
 		add("rename d onto empty e", fsys.Rename(p("d"), p("e")))
 		_, err = fsys.Lstat(p("d"))
 		add("lstat d after rename", err)
-		b, err = fsys.ReadFile(p("e/r1"))
+		b, _, err = fsys.ReadFile(p("e/r1"))
 		add("read e/r1", err)
 		log = append(log, "e/r1 = "+string(b))
 		add("mkdir f", fsys.Mkdir(p("f"), 0o700))
@@ -300,7 +300,7 @@ func TestDropPending(t *testing.T) {
 	if n := f.DropPending("/d/r1"); n != 1 {
 		t.Fatalf("DropPending dropped %d writes, want 1", n)
 	}
-	b, err := f.ReadFile("/d/r1")
+	b, _, err := f.ReadFile("/d/r1")
 	if err != nil || len(b) != 0 {
 		t.Fatalf("after DropPending r1 = %q, %v; want empty", b, err)
 	}

@@ -218,9 +218,12 @@ func (f *FS) Lstat(name string) (fi fs.FileInfo, err error) {
 	return fi, err
 }
 
-func (f *FS) ReadFile(name string) (b []byte, err error) {
-	err = f.plain(OpReadFile, name, true, func() error { b, err = f.inner.ReadFile(name); return err })
-	return b, err
+func (f *FS) ReadFile(name string) (b []byte, fi fs.FileInfo, err error) {
+	err = f.plain(OpReadFile, name, true, func() error { b, fi, err = f.inner.ReadFile(name); return err })
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, fi, nil
 }
 
 func (f *FS) ReadDir(name string) ([]string, error) {

@@ -93,7 +93,7 @@ func TestHide(t *testing.T) {
 	if _, err := e.Lstat("/d/b"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Lstat of a hidden name: %v", err)
 	}
-	if _, err := e.ReadFile("/d/b"); !errors.Is(err, fs.ErrNotExist) {
+	if _, _, err := e.ReadFile("/d/b"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadFile of a hidden name: %v", err)
 	}
 	if got := len(e.Injected()); got != 3 {
@@ -117,7 +117,7 @@ func TestOnInjectDropsPageCache(t *testing.T) {
 	if err := tf.Sync(); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("Sync: %v, want EIO", err)
 	}
-	if b, _ := c.ReadFile("/d/f"); len(b) != 0 {
+	if b, _, _ := c.ReadFile("/d/f"); len(b) != 0 {
 		t.Errorf("after a failed fsync that lost the write, the file reads %q", b)
 	}
 }

@@ -154,7 +154,7 @@ var targets = []target{
 		// The archive's reads: a mistake here archives another revision,
 		// or loses one, before it is removed.
 		File:  "claimstore/archive.go",
-		Funcs: []string{"archiver.encodeRevisions"},
+		Funcs: []string{"archiver.plan", "segment.open", "segment.start", "archiving.wait", "segment.encodeRevisions"},
 		Tests: claimstoreTests,
 	},
 	{
@@ -168,9 +168,9 @@ var targets = []target{
 		File: "claimstore/dirbackend/prune.go",
 		Funcs: []string{
 			"Backend.readBase", "Backend.Base", "Backend.Census", "guarded.Commit",
-			"Backend.Compact", "Backend.writeBase", "Backend.RemoveKeys", "Backend.removeKeys",
+			"Backend.Compact", "Backend.stageBase", "Backend.installBase", "Backend.RemoveKeys", "Backend.removeKeys",
 			"Backend.renameAway", "Backend.syncKinds", "Backend.Sweep", "Backend.deleteTree",
-			"Backend.deleteTrash", "Backend.ListFrom", "Backend.lockPrune", "processLock", "Backend.PrepareOver",
+			"Backend.checkRemoval", "Backend.deleteTrash", "Backend.ListFrom", "Backend.lockPrune", "processLock", "Backend.PrepareOver",
 			"Backend.NeedsTombstone", "prepared.checkPrev", "randomHex", "Backend.RemoveKey", "Backend.forget", "Backend.ArchiveDir",
 		},
 		Tests: dirbackendTests,

@@ -71,7 +71,7 @@ func flags(base int, opts *Options) int {
 // than limit knows the file is too large, and memory stays bounded whatever
 // the file does while it is read.
 func ReadFile(name string, limit int64, opts *Options) ([]byte, error) {
-	return ReadChecked(name, limit, opts, func(mode fs.FileMode, _ int64) error {
+	return ReadChecked(name, limit, opts, func(mode fs.FileMode, _ *syscall.Stat_t) error {
 		if !mode.IsRegular() {
 			return &fs.PathError{Op: "read", Path: name, Err: &TypeError{Want: "a regular file", Mode: mode}}
 		}
@@ -80,8 +80,9 @@ func ReadFile(name string, limit int64, opts *Options) ([]byte, error) {
 }
 
 // ReadChecked opens name as ReadFile does, asks check about the file that
-// was opened (its type and size, from fstat of the open descriptor; a
-// non-nil answer is returned as it is), and reads at most limit+1 bytes.
+// was opened (its type, and the fstat of the open descriptor: size, owner,
+// mode; a non-nil answer is returned as it is), and reads at most limit+1
+// bytes.
 //
 // It works on a bare file descriptor (open, fstat, read, close) rather
 // than an *os.File: os.OpenFile costs a second fstat and an attempt to
@@ -89,7 +90,7 @@ func ReadFile(name string, limit int64, opts *Options) ([]byte, error) {
 // for a regular file, and for a /proc file a registration and a removal)
 // on every open, and a walk of a root opens a revision or two per key. A
 // read of a regular file never waits for the poller anyway.
-func ReadChecked(name string, limit int64, opts *Options, check func(mode fs.FileMode, size int64) error) ([]byte, error) {
+func ReadChecked(name string, limit int64, opts *Options, check func(mode fs.FileMode, st *syscall.Stat_t) error) ([]byte, error) {
 	fd, err := openFD(name, flags(syscall.O_RDONLY, opts))
 	if err != nil {
 		return nil, err
@@ -99,7 +100,7 @@ func ReadChecked(name string, limit int64, opts *Options, check func(mode fs.Fil
 	if err := ignoringEINTR(func() error { return syscall.Fstat(fd, &st) }); err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
 	}
-	if err := check(modeOf(uint32(st.Mode)), st.Size); err != nil {
+	if err := check(FileMode(uint32(st.Mode)), &st); err != nil {
 		return nil, err
 	}
 	return readFD(fd, name, st.Size, limit)
@@ -152,13 +153,22 @@ func readFD(fd int, name string, size, limit int64) ([]byte, error) {
 			break
 		}
 		buf = buf[:len(buf)+n]
+		if size > 0 && int64(len(buf)) == size && n < len(room) {
+			// Exactly the size fstat gave, and less than was asked for:
+			// a regular file's end (a read of one returns less only
+			// there). A file that grew since returns more and is read on;
+			// a /proc file's size is 0 and never ends a read here. The
+			// read that would return 0 is saved: a prune reads every
+			// revision it archives.
+			break
+		}
 	}
 	return buf, nil
 }
 
-// modeOf is the fs.FileMode of a stat mode's type bits, as os.Stat would
-// give them (permission bits included; only the type is ever asked).
-func modeOf(m uint32) fs.FileMode {
+// FileMode is the fs.FileMode of a stat(2) mode, as os.Lstat gives it:
+// the type, the permission bits, setuid, setgid and sticky.
+func FileMode(m uint32) fs.FileMode {
 	mode := fs.FileMode(m & 0o777)
 	switch m & syscall.S_IFMT {
 	case syscall.S_IFBLK:
@@ -176,6 +186,15 @@ func modeOf(m uint32) fs.FileMode {
 	case syscall.S_IFREG:
 	default:
 		mode |= fs.ModeIrregular
+	}
+	if m&syscall.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&syscall.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&syscall.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
 	}
 	return mode
 }

@@ -92,13 +92,13 @@ func TestReadCheckedSeesOpenedFile(t *testing.T) {
 	stop := errors.New("refused")
 	var mode fs.FileMode
 	var size int64
-	_, err := ReadChecked(p, 100, nil, func(m fs.FileMode, s int64) error { mode, size = m, s; return stop })
+	_, err := ReadChecked(p, 100, nil, func(m fs.FileMode, st *syscall.Stat_t) error { mode, size = m, st.Size; return stop })
 	if err != stop || !mode.IsRegular() || mode.Perm() != 0o400 || size != 5 {
 		t.Errorf("ReadChecked = %v; check saw %v, %d", err, mode, size)
 	}
 }
 
-func TestModeOf(t *testing.T) {
+func TestFileMode(t *testing.T) {
 	for _, c := range []struct {
 		m    uint32
 		want fs.FileMode
@@ -110,9 +110,12 @@ func TestModeOf(t *testing.T) {
 		{syscall.S_IFSOCK, fs.ModeSocket},
 		{syscall.S_IFCHR, fs.ModeDevice | fs.ModeCharDevice},
 		{syscall.S_IFBLK, fs.ModeDevice},
+		{syscall.S_IFREG | syscall.S_ISUID | 0o755, fs.ModeSetuid | 0o755},
+		{syscall.S_IFREG | syscall.S_ISGID | 0o750, fs.ModeSetgid | 0o750},
+		{syscall.S_IFDIR | syscall.S_ISVTX | 0o777, fs.ModeDir | fs.ModeSticky | 0o777},
 	} {
-		if got := modeOf(c.m); got != c.want {
-			t.Errorf("modeOf(%o) = %v, want %v", c.m, got, c.want)
+		if got := FileMode(c.m); got != c.want {
+			t.Errorf("FileMode(%o) = %v, want %v", c.m, got, c.want)
 		}
 	}
 }
