@@ -534,22 +534,21 @@ func (f *FS) Lstat(name string) (fs.FileInfo, error) {
 }
 
 // ReadFile implements vfs.FS: it refuses a final symlink and
-// anything but a regular file, with an error wrapping vfs.ErrNotRegular.
-// It gives no file info: its callers Lstat the name, as they would on a
-// platform without fstat.
+// anything but a regular file, with an error wrapping vfs.ErrNotRegular,
+// and gives the info of the file it read, as Lstat would have.
 func (f *FS) ReadFile(name string) ([]byte, fs.FileInfo, error) {
 	if err := f.enter("readfile", name); err != nil {
 		return nil, nil, err
 	}
 	defer f.mu.Unlock()
-	i, _, _, err := f.resolve(f.live, name, false)
+	i, _, base, err := f.resolve(f.live, name, false)
 	if err != nil {
 		return nil, nil, pathErr("read", name, err)
 	}
 	if f.sh.get(i).kind != kFile {
 		return nil, nil, pathErr("read", name, vfs.ErrNotRegular)
 	}
-	return append([]byte(nil), f.live[i].data...), nil, nil
+	return append([]byte(nil), f.live[i].data...), f.info(i, base), nil
 }
 
 // ReadDir implements vfs.FS. The names come sorted, which the

@@ -73,9 +73,12 @@ func TestContract(t *testing.T) {
 		log = append(log, "is r1 mine: "+map[bool]string{true: "yes", false: "no"}[ok])
 		add("close", tf.Close())
 		add("syncdir", fsys.SyncDir(p("d")))
-		b, _, err := fsys.ReadFile(p("d/r1"))
+		b, rfi, err := fsys.ReadFile(p("d/r1"))
 		add("read r1", err)
 		log = append(log, "r1 = "+string(b))
+		if err == nil {
+			log = append(log, fmt.Sprintf("r1 as read: %s, %d bytes, mode %s", rfi.Name(), rfi.Size(), rfi.Mode()))
+		}
 		fi, err = fsys.Lstat(p("d/r1"))
 		add("lstat r1", err)
 		if err == nil {
