@@ -79,7 +79,6 @@ type segment struct {
 	a     *archiver
 	hdr   segmentHeader
 	items []archiveItem
-	tmp   *os.File // its temporary, once opened
 }
 
 // archiveItem is one key a segment holds: the revisions from..to of loc,
@@ -118,27 +117,12 @@ func (a *archiver) plan(batch []*candidate) *segment {
 	return g
 }
 
-// open makes the archive directory and the segment's temporary: an
-// archive that cannot be written at all stops prune here, before its
-// batch's tombstones change any key.
-func (g *segment) open() error {
-	if err := mkdirDurable(g.a.dir); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(g.a.dir, ".tmp-segment-*")
-	if err != nil {
-		return err
-	}
-	g.tmp = tmp
-	return nil
-}
-
-// write writes the opened segment durably and returns its path; its
-// temporary is gone when it returns. It reads the revisions it holds and
-// nothing of the batch's candidates, so it may run beside the batch's
+// write writes the segment durably through its temporary tmp and returns
+// its path; tmp is gone when it returns. It reads the revisions it holds
+// and nothing of the batch's candidates, so it may run beside the batch's
 // tombstones.
-func (g *segment) write(ctx context.Context, s *Store) (string, error) {
-	a, tmp := g.a, g.tmp
+func (g *segment) write(ctx context.Context, s *Store, tmp *os.File) (string, error) {
+	a := g.a
 	defer func() {
 		_ = tmp.Close()
 		_ = os.Remove(tmp.Name())
@@ -184,16 +168,25 @@ type archiving struct {
 	err    error
 }
 
-// start writes the segment on a goroutine of its own; wait returns what
-// came of it.
-func (g *segment) start(ctx context.Context, s *Store) *archiving {
+// start makes the archive directory and the segment's temporary, then
+// writes the segment on a goroutine of its own; wait returns what came of
+// it. An archive that cannot be written at all fails start, before its
+// batch's tombstones change any key.
+func (g *segment) start(ctx context.Context, s *Store) (*archiving, error) {
+	if err := mkdirDurable(g.a.dir); err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(g.a.dir, ".tmp-segment-*")
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &archiving{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		w.name, w.err = g.write(ctx, s)
+		w.name, w.err = g.write(ctx, s, tmp)
 	}()
-	return w
+	return w, nil
 }
 
 // wait returns the segment's path once it is durable (and linked), or why

@@ -352,10 +352,10 @@ func (s *Store) Prune(ctx context.Context, opts *PruneOptions) (*PruneReport, er
 		var seg *archiving
 		if arch != nil {
 			if g := arch.plan(batch); g != nil {
-				if err := g.open(); err != nil {
+				var err error
+				if seg, err = g.start(ctx, s); err != nil {
 					return rep, err
 				}
-				seg = g.start(ctx, s)
 			}
 		}
 		if err := s.pruneBatch(ctx, w, batch, seg, workers, remover, compacter, rep, each); err != nil {
