@@ -313,6 +313,25 @@ func dense(base uint64, revs []uint64) bool {
 // probeHead reads the head the backend's probing finds.
 func (s *Store) probeHead(ctx context.Context, k Key) (*Head, error) {
 	n, data, err := s.be.Head(ctx, k.Loc())
+	return s.headOf(ctx, k, n, data, err)
+}
+
+// headAt reads revision n of k as its head, where n was the head a moment
+// ago: by the backend's storage.HeadAtReader where it has one, else as
+// probeHead does. An error wrapping storage.ErrHeadMoved says n is no
+// longer the head.
+func (s *Store) headAt(ctx context.Context, k Key, n uint64) (*Head, error) {
+	r, ok := s.be.(storage.HeadAtReader)
+	if !ok {
+		return s.probeHead(ctx, k)
+	}
+	data, err := r.HeadAt(ctx, k.Loc(), n)
+	return s.headOf(ctx, k, n, data, err)
+}
+
+// headOf makes the Head of k from what the backend read of revision n
+// (data, or err: a *storage.ReadError is damage at its revision).
+func (s *Store) headOf(ctx context.Context, k Key, n uint64, data []byte, err error) (*Head, error) {
 	var rerr error
 	var re *storage.ReadError
 	switch {

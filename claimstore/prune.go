@@ -426,7 +426,10 @@ func slimForPrune(in *KeyInfo) {
 // the walk found that history whole, revisions are never changed or
 // removed under a head but by prune itself, and a head byte for byte the
 // one the walk read (every revision names its number, claim and time) is
-// that very key, unchanged. The heads are read rereaders at once, and
+// that very key, unchanged. Where the backend can (storage.HeadAtReader),
+// the head is read at the number the walk found — the next one missing,
+// that one read — without searching for it again: any other head is a
+// change, and keeps the key. The heads are read rereaders at once, and
 // judged in order.
 func (s *Store) rereadHeads(ctx context.Context, batch []*candidate, rep *PruneReport, each func(PruneAction)) ([]*candidate, error) {
 	heads := make([]*Head, len(batch))
@@ -439,7 +442,7 @@ func (s *Store) rereadHeads(ctx context.Context, batch []*candidate, rep *PruneR
 		if errs[i] = ctx.Err(); errs[i] != nil {
 			return
 		}
-		heads[i], errs[i] = s.probeHead(ctx, *c.in.Key)
+		heads[i], errs[i] = s.headAt(ctx, *c.in.Key, c.in.Head.N)
 	})
 	out := make([]*candidate, 0, len(batch))
 	for i, c := range batch {
@@ -452,6 +455,8 @@ func (s *Store) rereadHeads(ctx context.Context, batch []*candidate, rep *PruneR
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case errors.Is(err, storage.ErrHeadMoved):
+			why = "written to since it was read"
 		case err != nil:
 			why = "its head cannot be read again now: " + err.Error()
 		case h.Damage != nil:

@@ -78,23 +78,27 @@ func TestPruneWalkIsSlim(t *testing.T) {
 // number (another prune removed it, a new claim came and went), whose
 // head is young and not the one the walk judged old, and one whose head is
 // now a planted revision that does not validate (damaged: fsck's). Nothing of it is
-// archived, tombstoned or removed; the other session is.
+// archived, tombstoned or removed; the other session is. So is one whose
+// head was replaced in place by bytes that are no revision: damaged, with
+// the reason.
 func TestPruneReadsTheHeadAgainForItsBatch(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		write func(t *testing.T, acq *Store, session Key)
 		head  uint64
 		held  bool
+		// damaged: kept as damaged now (else as written to).
+		damaged bool
 	}{
 		{"moved", func(t *testing.T, acq *Store, session Key) {
 			mustAcquire(t, acq, seatKey(t, "other"), session)
-		}, 5, true},
+		}, 5, true, false},
 		{"same-number", func(t *testing.T, acq *Store, session Key) {
 			if err := os.RemoveAll(acq.KeyDir(session)); err != nil {
 				t.Fatal(err)
 			}
 			runLifecycle(t, acq, seatKey(t, "other"), session)
-		}, 4, false},
+		}, 4, false, false},
 		{"damaged", func(t *testing.T, acq *Store, session Key) {
 			data, err := os.ReadFile(acq.RevisionPath(session, 4))
 			if err != nil {
@@ -103,7 +107,16 @@ func TestPruneReadsTheHeadAgainForItsBatch(t *testing.T) {
 			if err := os.WriteFile(acq.RevisionPath(session, 5), data, 0o400); err != nil {
 				t.Fatal(err)
 			}
-		}, 5, true},
+		}, 5, true, false},
+		{"damaged-in-place", func(t *testing.T, acq *Store, session Key) {
+			path := acq.RevisionPath(session, 4)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte("no revision\n"), 0o400); err != nil {
+				t.Fatal(err)
+			}
+		}, 4, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -125,8 +138,15 @@ func TestPruneReadsTheHeadAgainForItsBatch(t *testing.T) {
 			if err != nil || h.N != tc.head || h.Held() != tc.held || h.Record != nil && h.Record.Tombstone {
 				t.Fatalf("%s: head %d held=%v %v; want r%d held=%v, no tombstone", sessions[0], h.N, h.Held(), err, tc.head, tc.held)
 			}
+			// Even the damaged revision: the head is read again at the
+			// number the walk found (storage.HeadAtReader), and anything
+			// linked above it is a write, whatever it holds; its damage
+			// is the next walk's, and fsck's, to report.
 			why := "written to since it was read"
-			if h.Damage != nil {
+			if tc.damaged {
+				if h.Damage == nil {
+					t.Fatalf("%s reads undamaged", sessions[0])
+				}
 				why = "its head is damaged now: " + h.Damage.Error() + "; run claimctl fsck"
 			}
 			want := sortedLines("kept "+sessions[0].String()+": "+why, "removed "+sessions[1].String()+" 1-5",

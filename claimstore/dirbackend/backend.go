@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -19,7 +20,8 @@ import (
 // Backend is the directory backend: <root>/<kind>/<hash>/r<n>.json on a
 // vfs.FS, the format the reference implementation writes. It implements
 // storage.Backend and the optional storage.Censuser, OwnHeadChecker,
-// WalkSyncer, Stager, LayoutChecker and BatchPreparer. Its methods are safe for concurrent
+// HeadAtReader, WalkSyncer, Stager, LayoutChecker and BatchPreparer (and
+// prune's capabilities, in prune.go). Its methods are safe for concurrent
 // use; exclusion between writers, in this process or any other, comes from
 // link(2), not from locks.
 type Backend struct {
@@ -66,6 +68,7 @@ var (
 	_ storage.Backend        = (*Backend)(nil)
 	_ storage.Censuser       = (*Backend)(nil)
 	_ storage.OwnHeadChecker = (*Backend)(nil)
+	_ storage.HeadAtReader   = (*Backend)(nil)
 	_ storage.WalkSyncer     = (*Backend)(nil)
 	_ storage.Stager         = (*Backend)(nil)
 	_ storage.LayoutChecker  = (*Backend)(nil)
@@ -286,7 +289,13 @@ func (b *Backend) IsOwnHead(ctx context.Context, loc storage.Loc, n uint64) bool
 type linkedFile struct {
 	n  uint64
 	id vfs.FileID
+	// sum is the maphash of the bytes written (linkSeed): what a caller
+	// that names the bytes it expects there is told they are.
+	sum uint64
 }
+
+// linkSeed seeds the sums of linkedFile.
+var linkSeed = maphash.MakeSeed()
 
 // probe finds the highest revision by probing names, so that its cost
 // does not grow with the key's history: from the last head seen it gallops

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"maps"
 	"path/filepath"
@@ -506,34 +507,91 @@ const trashWorkers = 8
 
 // checkRemoval checks that loc's head is revision n holding exactly head:
 // storage.ErrHeadMoved if not. Revision n+1 missing is the head's check,
-// without a probe: every writer links n+1 over n, none above a number it
-// has not read (a revision above a missing one is damage, which a probe
-// would not see past either), and a key removed and written again never
-// holds these bytes at n (they name the claim and the time of this
-// prune's tombstone).
+// without a probe (see headStill). Where n is the very file this backend
+// linked with exactly these bytes (this prune's tombstone), its identity
+// stands for its bytes, as in IsOwnHead: the same inode, size,
+// modification and change times, in a directory only the root's owner
+// writes. Anything else is read and compared.
 func (b *Backend) checkRemoval(loc storage.Loc, n uint64, head []byte) error {
-	dir := b.dir(loc)
-	ok, distrust, err := b.checkKeyDir(dir)
-	if err == nil && distrust != nil {
+	distrust, err := b.headStill("remove key", loc, n)
+	if err == nil {
 		err = distrust
 	}
 	if err != nil {
 		return err
 	}
+	path := filepath.Join(b.dir(loc), storage.RevisionName(n))
+	b.mu.Lock()
+	l, own := b.linked[loc]
+	b.mu.Unlock()
+	if own && l.n == n && l.id != (vfs.FileID{}) && l.sum == maphash.Bytes(linkSeed, head) {
+		if fi, err := b.fs.Lstat(path); err == nil && vfs.Identity(fi) == l.id {
+			return nil
+		}
+	}
+	got, err := b.readFile(path)
+	if err != nil || !bytes.Equal(got, head) {
+		return &fs.PathError{Op: "remove key", Path: b.dir(loc), Err: fmt.Errorf("%w: revision %d is not the one read", storage.ErrHeadMoved, n)}
+	}
+	return nil
+}
+
+// headStill checks, for op, that loc's key directory is there and that
+// revision n+1 is missing: then n, if it exists, is the key's head. Every
+// writer links n+1 over n and none above a number it has not read, so a
+// revision above a missing one is damage, which a probe would not see
+// past either; what n holds is the caller's to check. The directory's
+// distrust is returned apart; a missing directory or a revision n+1 is
+// storage.ErrHeadMoved.
+func (b *Backend) headStill(op string, loc storage.Loc, n uint64) (distrust, err error) {
+	dir := b.dir(loc)
+	ok, distrust, err := b.checkKeyDir(dir)
+	if err != nil || distrust != nil {
+		return distrust, err
+	}
 	if !ok {
-		return &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: the key directory is gone", storage.ErrHeadMoved)}
+		return nil, &fs.PathError{Op: op, Path: dir, Err: fmt.Errorf("%w: the key directory is gone", storage.ErrHeadMoved)}
+	}
+	if n >= storage.MaxRevision {
+		return nil, nil
 	}
 	next := filepath.Join(dir, storage.RevisionName(n+1))
 	if _, err := b.fs.Lstat(next); err == nil {
-		return &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: revision %d was written above %d", storage.ErrHeadMoved, n+1, n)}
+		return nil, &fs.PathError{Op: op, Path: dir, Err: fmt.Errorf("%w: revision %d was written above %d", storage.ErrHeadMoved, n+1, n)}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return nil, err
 	}
-	got, err := b.readFile(filepath.Join(dir, storage.RevisionName(n)))
-	if err != nil || !bytes.Equal(got, head) {
-		return &fs.PathError{Op: "remove key", Path: dir, Err: fmt.Errorf("%w: revision %d is not the one read", storage.ErrHeadMoved, n)}
+	return nil, nil
+}
+
+// HeadAt implements storage.HeadAtReader: revision n of loc, read as its
+// head once n+1 is found missing (headStill) — three system calls fewer
+// than Head's probe, for a prune that reads again thousands of heads its
+// walk found. n gone is storage.ErrHeadMoved; n unreadable, or the key's
+// directory not trusted, a *storage.ReadError as from Head.
+func (b *Backend) HeadAt(ctx context.Context, loc storage.Loc, n uint64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return nil
+	if n == 0 || n > storage.MaxRevision {
+		return nil, fmt.Errorf("revision %d is out of range 1..%d", n, storage.MaxRevision)
+	}
+	distrust, err := b.headStill("read head", loc, n)
+	if err != nil {
+		return nil, err
+	}
+	if distrust != nil {
+		return nil, &storage.ReadError{N: n, Err: distrust}
+	}
+	path := filepath.Join(b.dir(loc), storage.RevisionName(n))
+	data, err := b.readFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &fs.PathError{Op: "read head", Path: path, Err: fmt.Errorf("%w: revision %d is gone", storage.ErrHeadMoved, n)}
+	case err != nil:
+		return nil, &storage.ReadError{N: n, Err: err}
+	}
+	return data, nil
 }
 
 // renameAway renames loc's directory, checked, to a trash name in its kind

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
@@ -64,10 +66,55 @@ func (b *Backend) tickLocked() uint64 {
 // may write), and returns the parent fsyncs still owed for each directory
 // whose entry this process has not yet made durable. It fsyncs nothing.
 func (b *Backend) makeDirs(dir string) ([]parentSync, error) {
+	return b.makeDirsIn(dir, nil, false)
+}
+
+// dirsAbove is what a batch found of the directories above its keys, each
+// made and checked once for all of its requests before the first is
+// staged (as one publish makes and checks them at its start): for each,
+// the parent fsyncs it owes, or why it cannot be written into. It is only
+// read while the requests are staged.
+type dirsAbove map[string]dirAbove
+
+type dirAbove struct {
+	needs []parentSync
+	err   error
+}
+
+// aboveKeys makes and checks, once each, the root and the directories
+// above the keys of reqs (makeDirs).
+func (b *Backend) aboveKeys(reqs []storage.PrepareRequest) dirsAbove {
+	needs, err := b.makeDirs(b.root)
+	above := dirsAbove{b.root: {needs, err}}
+	for _, r := range reqs {
+		parent := filepath.Dir(b.dir(r.Loc))
+		if _, ok := above[parent]; !ok {
+			needs, err := b.makeDirsIn(parent, above, false)
+			above[parent] = dirAbove{needs, err}
+		}
+	}
+	return above
+}
+
+// makeDirsIn is makeDirs, taking what above found of the directories above
+// dir as found (nil: nothing). existing says the caller read dir a moment
+// ago: it is looked at before it is made, since a key's directory is made
+// once and published into many times, and a mkdir that finds it is a
+// system call for nothing.
+func (b *Backend) makeDirsIn(dir string, above dirsAbove, existing bool) ([]parentSync, error) {
 	var chain []string
+	var needs []parentSync
 	b.mu.Lock()
 	for d := dir; ; d = filepath.Dir(d) {
 		if b.durable[d] {
+			break
+		}
+		if a, ok := above[d]; ok {
+			if a.err != nil {
+				b.mu.Unlock()
+				return nil, a.err
+			}
+			needs = slices.Clone(a.needs)
 			break
 		}
 		chain = append(chain, d)
@@ -76,28 +123,45 @@ func (b *Backend) makeDirs(dir string) ([]parentSync, error) {
 		}
 	}
 	b.mu.Unlock()
-	var needs []parentSync
 	for i := len(chain) - 1; i >= 0; i-- {
 		d := chain[i]
 		if d == b.root {
 			if err := b.makeRoot(); err != nil {
 				return nil, err
 			}
-		} else {
-			if err := b.fs.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-				return nil, err
-			}
-			if _, distrust, err := b.checkDir(d); err != nil {
-				return nil, err
-			} else if distrust != nil {
-				return nil, distrust
-			}
+		} else if err := b.makeDir(d, existing && i == 0); err != nil {
+			return nil, err
 		}
 		b.mu.Lock()
 		needs = append(needs, parentSync{child: d, parent: filepath.Dir(d), after: b.tickLocked()})
 		b.mu.Unlock()
 	}
 	return needs, nil
+}
+
+// makeDir makes d, a directory below the root, unless it exists, and
+// checks it. existing: look first, and make it only if it is missing.
+func (b *Backend) makeDir(d string, existing bool) error {
+	if existing {
+		ok, distrust, err := b.checkDir(d)
+		switch {
+		case err != nil:
+			return err
+		case distrust != nil:
+			return distrust
+		case ok:
+			return nil
+		}
+	}
+	if err := b.fs.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if _, distrust, err := b.checkDir(d); err != nil {
+		return err
+	} else if distrust != nil {
+		return distrust
+	}
+	return nil
 }
 
 // makeRoot creates the root if it is missing, checking it and its
@@ -260,11 +324,12 @@ type prepared struct {
 	hook      func(storage.Barrier) error
 	loc       storage.Loc // zero for a proof
 	n         uint64
+	sum       uint64 // of the data written (linkedFile)
 	done      bool
 }
 
 func (b *Backend) prepare(dir, base string, data []byte, hook func(storage.Barrier) error) (*prepared, error) {
-	p, err := b.stage(dir, base, data, hook)
+	p, err := b.stage(dir, base, data, hook, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -277,14 +342,17 @@ func (b *Backend) prepare(dir, base string, data []byte, hook func(storage.Barri
 // stage is prepare up to the temporary's fsync: the directories made, the
 // temporary created and written (not yet durable), its name checked free.
 // The caller syncs it (syncTemp, or syncBatch with others) before Commit.
-func (b *Backend) stage(dir, base string, data []byte, hook func(storage.Barrier) error) (*prepared, error) {
+//
+// above and existing are makeDirsIn's: what a batch found above dir, and
+// whether the caller read dir a moment ago.
+func (b *Backend) stage(dir, base string, data []byte, hook func(storage.Barrier) error, above dirsAbove, existing bool) (*prepared, error) {
 	if err := b.checkFailed(); err != nil {
 		return nil, err
 	}
 	if hook == nil {
 		hook = func(storage.Barrier) error { return nil }
 	}
-	needs, err := b.makeDirs(dir)
+	needs, err := b.makeDirsIn(dir, above, existing)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +365,7 @@ func (b *Backend) stage(dir, base string, data []byte, hook func(storage.Barrier
 		b.mu.Lock()
 		delete(b.durable, dir)
 		b.mu.Unlock()
-		if needs, err = b.makeDirs(dir); err != nil {
+		if needs, err = b.makeDirsIn(dir, above, false); err != nil {
 			return nil, err
 		}
 		t, err = b.fs.CreateTemp(dir, 0o400)
@@ -305,7 +373,7 @@ func (b *Backend) stage(dir, base string, data []byte, hook func(storage.Barrier
 	if err != nil {
 		return nil, err
 	}
-	p := &prepared{b: b, dir: dir, name: name, t: t, needs: needs, hook: hook}
+	p := &prepared{b: b, dir: dir, name: name, t: t, needs: needs, hook: hook, sum: maphash.Bytes(linkSeed, data)}
 	if n, err := t.Write(data); err != nil || n != len(data) {
 		if err == nil {
 			err = io.ErrShortWrite
@@ -368,7 +436,7 @@ func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareReques
 			errs[i] = &fs.PathError{Op: "publish", Path: b.dir(r.Loc), Err: storage.ErrEarlierTaken}
 			continue
 		}
-		p, err := b.stageRequest(ctx, r)
+		p, err := b.stageRequest(ctx, r, nil)
 		if err != nil {
 			errs[i] = err
 			taken = errors.Is(err, storage.ErrRevisionExists)
@@ -398,15 +466,17 @@ func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareReques
 }
 
 // stageRequest stages r as PrepareBatch and PublishBatch stage each of
-// theirs: nothing when ctx is done or r's number is out of range.
-func (b *Backend) stageRequest(ctx context.Context, r storage.PrepareRequest) (*prepared, error) {
+// theirs: nothing when ctx is done or r's number is out of range. above is
+// what PublishBatch found above its keys (nil: nothing); a request over a
+// head (Prev) finds its key's directory there.
+func (b *Backend) stageRequest(ctx context.Context, r storage.PrepareRequest, above dirsAbove) (*prepared, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if r.N == 0 || r.N > storage.MaxRevision {
 		return nil, fmt.Errorf("revision %d is out of range 1..%d", r.N, storage.MaxRevision)
 	}
-	p, err := b.stage(b.dir(r.Loc), storage.RevisionName(r.N), r.Data, r.Hook)
+	p, err := b.stage(b.dir(r.Loc), storage.RevisionName(r.N), r.Data, r.Hook, above, r.Prev != nil && r.N > 1)
 	if err != nil {
 		return nil, err
 	}
@@ -545,7 +615,7 @@ func (p *prepared) link(ctx context.Context) error {
 		if b.linked == nil {
 			b.linked = map[storage.Loc]linkedFile{}
 		}
-		b.linked[p.loc] = linkedFile{n: p.n, id: vfs.Identity(fi)}
+		b.linked[p.loc] = linkedFile{n: p.n, id: vfs.Identity(fi), sum: p.sum}
 		b.mu.Unlock()
 	}
 	// Dropping the temporary name before the directory fsync makes the

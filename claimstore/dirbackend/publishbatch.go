@@ -72,8 +72,14 @@ func (b *Backend) publishPart(ctx context.Context, reqs []storage.PrepareRequest
 	if b.sequential {
 		workers = 1
 	}
+	// The root and the kind directories are made and checked once for
+	// the batch, as one publish checks them once at its start.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	above := b.aboveKeys(reqs)
 	eachAtOnce(len(reqs), workers, func(i int) {
-		staged[i], errs[i] = b.stageRequest(ctx, reqs[i])
+		staged[i], errs[i] = b.stageRequest(ctx, reqs[i], above)
 	})
 	if err := ctx.Err(); err != nil {
 		return err

@@ -126,7 +126,8 @@ var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, B
 // Optional capabilities are the named interfaces below, found by
 // assertion; each says what the store does without it:
 //
-//   - reads and walks: Censuser, OwnHeadChecker, WalkSyncer, LayoutChecker;
+//   - reads and walks: Censuser, OwnHeadChecker, HeadAtReader, WalkSyncer,
+//     LayoutChecker;
 //   - publishing: Stager (and Staged), GuardedPublisher, BatchPreparer,
 //     BatchPublisher;
 //   - prune: Compacter, KeyRemover, RemovalMarker, KeyBatchRemover,
@@ -225,6 +226,18 @@ type Censuser interface {
 // doubt is false. Without it, the store reads the head.
 type OwnHeadChecker interface {
 	IsOwnHead(ctx context.Context, loc Loc, n uint64) bool
+}
+
+// HeadAtReader is an optional capability: reading revision n of loc as
+// its head, where the caller read n as the head a moment ago (prune reads
+// again the heads its walk found): n+1 missing, then n read, without the
+// search Head makes. A revision above n, n gone or the key gone is an
+// error wrapping ErrHeadMoved; n unreadable, or the key not trusted, a
+// *ReadError, as from Head. It reads exactly what Head would when n is
+// the head, and never answers for another revision. Without it, the store
+// reads the head with Head.
+type HeadAtReader interface {
+	HeadAt(ctx context.Context, loc Loc, n uint64) ([]byte, error)
 }
 
 // WalkSyncer is an optional capability: making durable at once every head

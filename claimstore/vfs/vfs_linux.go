@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ func CreateUnnamed(dir string, perm fs.FileMode) (TempFile, error) {
 	case err != nil:
 		return nil, &fs.PathError{Op: "create a file in", Path: dir, Err: explainCreate(dir, err)}
 	}
-	return &unnamedTemp{f: os.NewFile(uintptr(fd), dir+"/(unnamed)"), dir: dir}, nil
+	return &unnamedTemp{fd: fd, dir: dir}, nil
 }
 
 // explainCreate says what an operator can do about a directory no file can
@@ -51,33 +52,92 @@ func explainCreate(dir string, err error) error {
 	return err
 }
 
+// unnamedTemp is an O_TMPFILE held by its bare descriptor: an os.File
+// would ask the kernel whether it is non-blocking (fcntl) at every
+// publish, to learn what an O_TMPFILE never is.
 type unnamedTemp struct {
-	f   *os.File
+	fd  int
 	dir string
 }
 
-func (t *unnamedTemp) Write(p []byte) (int, error) { return t.f.Write(p) }
-func (t *unnamedTemp) Sync() error                 { return t.f.Sync() }
+func (t *unnamedTemp) name() string { return t.dir + "/(unnamed)" }
+
+func (t *unnamedTemp) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := unix.Write(t.fd, p[n:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return n, &fs.PathError{Op: "write", Path: t.name(), Err: err}
+		}
+		if m == 0 {
+			return n, &fs.PathError{Op: "write", Path: t.name(), Err: io.ErrShortWrite}
+		}
+		n += m
+	}
+	return n, nil
+}
+
+func (t *unnamedTemp) Sync() error {
+	for {
+		err := unix.Fsync(t.fd)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return &fs.PathError{Op: "sync", Path: t.name(), Err: err}
+		}
+		return nil
+	}
+}
 
 func (t *unnamedTemp) Link(newname string) error {
 	// linkat through /proc/self/fd needs no privilege, unlike AT_EMPTY_PATH.
-	src := "/proc/self/fd/" + strconv.Itoa(int(t.f.Fd()))
+	src := "/proc/self/fd/" + strconv.Itoa(t.fd)
 	err := unix.Linkat(unix.AT_FDCWD, src, unix.AT_FDCWD, newname, unix.AT_SYMLINK_FOLLOW)
 	if errors.Is(err, unix.ENOENT) {
 		// No /proc: try the privileged form before giving up.
-		err = unix.Linkat(int(t.f.Fd()), "", unix.AT_FDCWD, newname, unix.AT_EMPTY_PATH)
+		err = unix.Linkat(t.fd, "", unix.AT_FDCWD, newname, unix.AT_EMPTY_PATH)
 	}
 	if err != nil {
-		return &os.LinkError{Op: "link", Old: t.f.Name(), New: newname, Err: err}
+		return &os.LinkError{Op: "link", Old: t.name(), New: newname, Err: err}
 	}
 	return nil
 }
 
-func (t *unnamedTemp) Is(name string) (bool, error) { return sameFile(t.f, name) }
+func (t *unnamedTemp) Is(name string) (bool, error) {
+	var mine, other syscall.Stat_t
+	if err := syscall.Fstat(t.fd, &mine); err != nil {
+		return false, &fs.PathError{Op: "stat", Path: t.name(), Err: err}
+	}
+	if err := syscall.Lstat(name, &other); err != nil {
+		return false, &fs.PathError{Op: "lstat", Path: name, Err: err}
+	}
+	return mine.Dev == other.Dev && mine.Ino == other.Ino, nil
+}
 
 // Stat is fstat of the temporary: once linked, the revision's identity.
-func (t *unnamedTemp) Stat() (fs.FileInfo, error) { return t.f.Stat() }
-func (t *unnamedTemp) Close() error               { return t.f.Close() }
+func (t *unnamedTemp) Stat() (fs.FileInfo, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(t.fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: t.name(), Err: err}
+	}
+	return statInfo(t.name(), &st), nil
+}
+
+func (t *unnamedTemp) Close() error {
+	if t.fd < 0 {
+		return &fs.PathError{Op: "close", Path: t.name(), Err: os.ErrClosed}
+	}
+	err := unix.Close(t.fd)
+	t.fd = -1
+	if err != nil {
+		return &fs.PathError{Op: "close", Path: t.name(), Err: err}
+	}
+	return nil
+}
 
 // syncFS is syncfs(2) on the filesystem holding name. Since Linux 5.8 it
 // reports writeback errors of that filesystem, as fsync does for a file.

@@ -43,7 +43,7 @@ var targets = []target{
 	{
 		File: "claimstore/dirbackend/publish.go",
 		Funcs: []string{
-			"Backend.makeDirs", "Backend.makeRoot", "Backend.fsyncDirs",
+			"Backend.makeDirs", "Backend.aboveKeys", "Backend.makeDirsIn", "Backend.makeDir", "Backend.makeRoot", "Backend.fsyncDirs",
 			"Backend.owedParents", "Backend.runAtOnce", "Backend.recordSynced",
 			"Backend.prepare", "Backend.stage", "prepared.syncTemp", "Backend.PrepareBatch", "Backend.stageRequest", "Backend.syncBatch", "tempsSynced",
 			"prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
@@ -69,7 +69,7 @@ var targets = []target{
 	{
 		File: "claimstore/head.go",
 		Funcs: []string{
-			"Store.head", "Store.probeHead", "Store.verifyHeadProof",
+			"Store.head", "Store.probeHead", "Store.headAt", "Store.headOf", "Store.verifyHeadProof",
 			"Store.listedUpTo", "Store.noteListing", "dense", "gapsOf",
 			"Head.Held", "Head.State", "Pair.Held", "Pair.State", "Store.Refusal",
 		},
@@ -170,7 +170,7 @@ var targets = []target{
 			"Backend.readBase", "Backend.Base", "Backend.Census", "guarded.Commit",
 			"Backend.Compact", "Backend.stageBase", "Backend.installBase", "Backend.RemoveKeys", "Backend.removeKeys",
 			"Backend.renameAway", "Backend.syncKinds", "Backend.Sweep", "Backend.deleteTree",
-			"Backend.checkRemoval", "Backend.deleteTrash", "Backend.ListFrom", "Backend.lockPrune", "processLock", "Backend.PrepareOver",
+			"Backend.checkRemoval", "Backend.headStill", "Backend.HeadAt", "Backend.deleteTrash", "Backend.ListFrom", "Backend.lockPrune", "processLock", "Backend.PrepareOver",
 			"Backend.NeedsTombstone", "prepared.checkPrev", "randomHex", "Backend.RemoveKey", "Backend.forget", "Backend.ArchiveDir",
 		},
 		Tests: dirbackendTests,
