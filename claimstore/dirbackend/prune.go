@@ -565,9 +565,9 @@ func (b *Backend) headStill(op string, loc storage.Loc, n uint64) (distrust, err
 }
 
 // HeadAt implements storage.HeadAtReader: revision n of loc, read as its
-// head once n+1 is found missing (headStill) — three system calls fewer
-// than Head's probe, for a prune that reads again thousands of heads its
-// walk found. n gone is storage.ErrHeadMoved; n unreadable, or the key's
+// head once n+1 is found missing (headStill) — without the probe's
+// opening of the directory, its size, its base pointer and its look at n,
+// for a prune that reads again thousands of heads its walk found. n gone is storage.ErrHeadMoved; n unreadable, or the key's
 // directory not trusted, a *storage.ReadError as from Head.
 func (b *Backend) HeadAt(ctx context.Context, loc storage.Loc, n uint64) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
