@@ -76,7 +76,12 @@ func TestUnnamedTemp(t *testing.T) {
 	if err := tf.Close(); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("a second Close: %v; want ErrClosed", err)
 	}
+	// Write and Sync reach the kernel and report what it says: on a
+	// descriptor closed, EBADF (a Sync that did not fsync would say nil).
 	if _, err := tf.Write([]byte("x")); err == nil {
 		t.Error("Write after Close succeeded")
+	}
+	if err := tf.Sync(); err == nil {
+		t.Error("Sync after Close succeeded: it did not ask the kernel")
 	}
 }
