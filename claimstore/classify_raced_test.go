@@ -2,6 +2,7 @@ package claimstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -65,6 +66,68 @@ func TestClassifyReportsWhatItPublishedBeforeItRaced(t *testing.T) {
 		for _, k := range []Key{seat, session} {
 			if h, err := cl.Head(ctx, k); err != nil || h.N != 3 || h.State() != Uncertain {
 				t.Errorf("%s: head r%d %s %v, want r3 uncertain", k, h.N, h.State(), err)
+			}
+		}
+	})
+}
+
+// An acquire whose session revision was taken while it stood between the
+// keys finishes the session only while its seat revision is still the
+// seat's head. Here the acquirer's machine is decommissioned between its
+// seat's link and its session's, and a classification frees the pair
+// (seat r2 and session r1, stopped): the acquire's session r1 is lost, and
+// the session is free at r1. Publishing above it, as the acquire did over
+// any free session head, held the session for a claim whose seat revision
+// was already freed: the pair held by nothing that could run, until a
+// classification published its proof on a seat another claim had freed
+// (TestEtcdFaultsLinearizable caught that, once in many runs, after a
+// reply lost to an etcd fault stretched an acquire over seven revisions of
+// its seat). It is refused, and the pair stays free.
+func TestAcquireDoesNotFinishTheSessionOnceItsSeatMoved(t *testing.T) {
+	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
+		ctx := context.Background()
+		root := newRoot(t)
+		here := openStore(t, root, nil) // the operator's machine
+		dead := openStore(t, root, &TOpts{Host: foreignHost})
+		seat, session := testKeys(t)
+		between, resume := make(chan struct{}), make(chan struct{})
+		dead.barrier = func(p Point) error {
+			if p.Barrier == BarrierBetweenKeys {
+				close(between)
+				<-resume
+			}
+			return nil
+		}
+		acquired := make(chan error, 1)
+		go func() {
+			_, err := dead.Acquire(ctx, seat, session, AcquireFields{Owner: owner4100})
+			acquired <- err
+		}()
+		select {
+		case <-between:
+		case err := <-acquired:
+			t.Fatalf("the acquire ended before its session's publish: %v", err)
+		}
+		if _, err := here.Decommission(ctx, DecommissionOptions{Machine: otherMachine, Evidence: EvidencePoweredOff, Reason: "gone"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := here.Classify(ctx, seat, session, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Published{{Key: seat, Revision: 2, State: Stopped}, {Key: session, Revision: 1, State: Stopped}}
+		if d := cmp.Diff(want, res.Published); d != "" {
+			t.Fatalf("the classification published (-want +got):\n%s", d)
+		}
+		close(resume)
+		err = <-acquired
+		var r *Refusal
+		if !errors.As(err, &r) {
+			t.Errorf("the acquire whose seat was freed under it: %v, want a refusal", err)
+		}
+		for k, n := range map[Key]uint64{seat: 2, session: 1} {
+			if h, err := here.Head(ctx, k); err != nil || h.N != n || h.Held() {
+				t.Errorf("%s: head r%d held=%v %v, want r%d free", k, h.N, h.Held(), err, n)
 			}
 		}
 	})

@@ -509,28 +509,48 @@ func (s *Store) Acquire(ctx context.Context, seat, session Key, f AcquireFields)
 		if won, _, err = prep.commit(ctx); err != nil {
 			return nil, err
 		}
+		seatMoved := false
 		if !won {
 			// Another writer published that session revision since the
-			// pair was read: if the key is free still, publish above it.
-			now, err := s.Head(ctx, session)
+			// pair was read: if the key is free still, publish above it —
+			// but only while this claim's seat revision is the seat's
+			// head. A seat moved since (a classification freed the claim
+			// while this process stood between the keys, and others may
+			// have claimed and released the pair after it) means the claim
+			// was over before it held the session; holding the session for
+			// it would hold the pair for nothing that can run. A seat that
+			// moves after this read races the session's publish at the
+			// same number, as any classification does: one of the two wins,
+			// and a lost classification reads the pair again.
+			seatNow, err := s.Head(ctx, seat)
 			if err != nil {
 				return nil, err
 			}
-			if !now.Held() {
-				sessionRev = now.N + 1
-				if won, err = s.publishOver(ctx, now, rec); err != nil {
+			seatMoved = seatNow.N != seatRev
+			if !seatMoved {
+				now, err := s.Head(ctx, session)
+				if err != nil {
 					return nil, err
+				}
+				if !now.Held() {
+					sessionRev = now.N + 1
+					if won, err = s.publishOver(ctx, now, rec); err != nil {
+						return nil, err
+					}
 				}
 			}
 		}
 		if !won {
 			// Nothing was spawned under this claim: close the seat revision
-			// with a no-unit proof so that it does not hold the seat.
-			closed := rec.clone()
-			closed.State = Stopped
-			closed.Proof = NewProof(ProofNoUnit, "")
-			if _, err := s.publish(ctx, seat, seatRev+1, closed); err != nil {
-				return nil, err
+			// with a no-unit proof so that it does not hold the seat (a
+			// seat that moved holds it no longer).
+			if !seatMoved {
+				closed := rec.clone()
+				closed.State = Stopped
+				closed.Proof = NewProof(ProofNoUnit, "")
+				if _, err := s.publish(ctx, seat, seatRev+1, closed); err != nil {
+					return nil, err
+				}
 			}
 			p, err := s.Pair(ctx, seat, session)
 			if err != nil {
