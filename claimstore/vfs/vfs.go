@@ -173,14 +173,21 @@ var (
 
 func (OSFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 
+// readOpts is how OSFS opens what it reads: never following a final
+// symlink, and without updating access times where the kernel allows
+// (safefile.Options.NoAtime): a walk or an archive reads what it finds and
+// writes nothing, not even an inode's atime into the journal.
+var readOpts = &safefile.Options{NoAtime: true}
+
 // ReadFile reads a revision or a proof through a bare descriptor
 // (safefile.ReadChecked: no *os.File, whose open costs another fstat and a
 // poller registration attempt per file), never following a symlink,
-// never blocking on a FIFO, and refusing anything but a regular file and
+// never blocking on a FIFO, never updating its access time where the
+// kernel allows (readOpts), and refusing anything but a regular file and
 // anything larger than MaxFileSize before reading it.
 func (OSFS) ReadFile(name string) ([]byte, fs.FileInfo, error) {
 	var info fs.FileInfo
-	data, err := safefile.ReadChecked(name, MaxFileSize, nil, func(mode fs.FileMode, st *syscall.Stat_t) error {
+	data, err := safefile.ReadChecked(name, MaxFileSize, readOpts, func(mode fs.FileMode, st *syscall.Stat_t) error {
 		if !mode.IsRegular() {
 			return &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, safefile.Describe(mode))}
 		}

@@ -156,11 +156,13 @@ func syncFS(name string) error {
 // ScanDir calls each with every name in dir (not . and ..), reading the
 // directory with getdents into one buffer: no name is allocated, so a
 // history of 10,000 revisions is counted in the time the kernel takes to
-// hand its entries over. name is valid only during the call.
+// hand its entries over. name is valid only during the call. The directory
+// is opened as ReadFile opens a file (readOpts): listing it does not
+// update its access time where the kernel allows.
 func (OSFS) ScanDir(dir string, each func(name []byte)) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := safefile.OpenRead(dir, unix.O_DIRECTORY, readOpts)
 	if err != nil {
-		return &fs.PathError{Op: "open", Path: dir, Err: err}
+		return err
 	}
 	defer unix.Close(fd)
 	buf := make([]byte, 32<<10)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -55,6 +56,16 @@ type Options struct {
 	// a link); by default a symlink is refused (ELOOP), as the claim root
 	// never follows one.
 	Follow bool
+	// NoAtime reads without updating the file's access time (O_NOATIME)
+	// where the kernel grants it: to the file's owner, or with
+	// CAP_FOWNER. A claim root's revisions are written once and read by
+	// every walk, and on a relatime mount the first read after a link (or
+	// after a day) is otherwise a journaled inode update: a prune
+	// archiving tens of thousands of revisions wrote as many inodes, and
+	// a boot's walk one per key. Where the kernel refuses (EPERM: a root
+	// of another user's files), the open is made without it, and so is
+	// every later one in the process (see openRead).
+	NoAtime bool
 }
 
 func flags(base int, opts *Options) int {
@@ -91,7 +102,7 @@ func ReadFile(name string, limit int64, opts *Options) ([]byte, error) {
 // on every open, and a walk of a root opens a revision or two per key. A
 // read of a regular file never waits for the poller anyway.
 func ReadChecked(name string, limit int64, opts *Options, check func(mode fs.FileMode, st *syscall.Stat_t) error) ([]byte, error) {
-	fd, err := openFD(name, flags(syscall.O_RDONLY, opts))
+	fd, err := openRead(name, flags(syscall.O_RDONLY, opts), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +116,44 @@ func ReadChecked(name string, limit int64, opts *Options, check func(mode fs.Fil
 	}
 	return readFD(fd, name, st.Size, limit)
 }
+
+// OpenRead opens name for reading as ReadChecked does (never blocking,
+// never following a final symlink unless opts.Follow, without touching
+// its access time where opts.NoAtime and the kernel allow), with extra
+// added to the flags (O_DIRECTORY for a directory to list), and returns
+// the bare descriptor, which the caller closes. Its error is an
+// *fs.PathError naming name.
+func OpenRead(name string, extra int, opts *Options) (int, error) {
+	return openRead(name, flags(syscall.O_RDONLY|extra, opts), opts)
+}
+
+// noAtimeRefused is set once the kernel refused O_NOATIME in this process
+// (EPERM: the file is not this user's, and it lacks CAP_FOWNER). From then
+// on no open asks for it: a root whose files belong to another user costs
+// one refused open per process, not one per read. Whether a read updates
+// an access time never decides anything.
+var noAtimeRefused atomic.Bool
+
+// openRead is openFD of name with flags, adding O_NOATIME where opts ask
+// for it and it has not been refused: on EPERM the open is made again
+// without it (an EPERM that was not about O_NOATIME comes back from that
+// open too).
+func openRead(name string, flags int, opts *Options) (int, error) {
+	if opts == nil || !opts.NoAtime || oNoAtime == 0 || noAtimeRefused.Load() {
+		return openFile(name, flags)
+	}
+	fd, err := openFile(name, flags|oNoAtime)
+	if !errors.Is(err, syscall.EPERM) {
+		return fd, err
+	}
+	noAtimeRefused.Store(true)
+	return openFile(name, flags)
+}
+
+// openFile is openRead's open: openFD, or a test's, which refuses
+// O_NOATIME as the kernel does to another user's file, in the test's own
+// process.
+var openFile = openFD
 
 // openFD is open(2) of name, retried on EINTR, its error as os.OpenFile
 // words it.
