@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
+
+	"github.com/claimstore/claimstore/internal/testbin"
 )
 
 const (
@@ -258,7 +259,7 @@ func TestJudgeOtherUserEPERM(t *testing.T) {
 		t.Skip("needs root to start a helper as another user")
 	}
 	_, o := startSleeper(t, sleepPath(t))
-	bin := unprivilegedCopyOfTestBinary(t)
+	bin := testbin.ForOtherUser(t)
 	target, _ := json.Marshal(o)
 	cmd := exec.Command(bin)
 	cmd.Dir = filepath.Dir(bin)
@@ -293,43 +294,9 @@ func TestJudgeOtherUserEPERM(t *testing.T) {
 	}
 }
 
-// unprivilegedCopyOfTestBinary copies the running test binary where uid
-// nobody can execute it: go test builds it under a 0700 directory.
-func unprivilegedCopyOfTestBinary(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "hostid-helper-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "hostid.test")
-	copyFile(t, exe, bin, 0o755)
-	return bin
-}
-
 func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
+	if err := testbin.Copy(from, to, mode); err != nil {
 		t.Fatal(err)
 	}
 }

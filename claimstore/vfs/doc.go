@@ -9,5 +9,7 @@
 // either backend), so that a test's filesystem depends on nothing above it;
 // it is not a leaf: it uses hostid for the owner a named temporary's name
 // records (TempOwner) and internal/safefile to open without following a
-// symlink or blocking on a FIFO. TestVFSImportsNothingOfTheStore keeps it so.
+// symlink or blocking on a FIFO (and, reading, without updating an access
+// time where the kernel allows: a walk writes nothing).
+// TestVFSImportsNothingOfTheStore keeps it so.
 package vfs

@@ -3,7 +3,6 @@ package safefile
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/claimstore/claimstore/internal/testbin"
 )
 
 // The helper run as another user by TestNoAtimeRefusedFallsBack: it reads
@@ -212,13 +213,7 @@ func TestNoAtimeRefusedFallsBack(t *testing.T) {
 	if err := os.Chtimes(mine, old, old); err != nil {
 		t.Fatal(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "safefile.test")
-	copyExecutable(t, exe, bin)
-	cmd := exec.Command(bin)
+	cmd := exec.Command(testbin.ForOtherUser(t))
 	cmd.Env = append(os.Environ(), noAtimeHelperEnv+"="+file, noAtimeMineEnv+"="+mine)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
 	out, err := cmd.Output()
@@ -235,25 +230,5 @@ func TestNoAtimeRefusedFallsBack(t *testing.T) {
 	}
 	if atime(t, file).Equal(old) {
 		t.Error("the read made without O_NOATIME left the access time: was it made at all?")
-	}
-}
-
-func copyExecutable(t *testing.T, from, to string) {
-	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(fmt.Errorf("closing %s: %w", to, err))
 	}
 }
