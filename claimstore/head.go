@@ -70,8 +70,8 @@ func (s *Store) Head(ctx context.Context, k Key) (*Head, error) { return s.head(
 // path, skip the listing, unless the head is read to publish on (forWrite):
 // a revision above it would mean the next number is a gap being filled, a
 // lost number published again, and a gap below it would make the write
-// build on a history that lost revisions (a backend whose head is one
-// descending range, etcd, sees a head above a gap that the directory
+// build on a history that lost revisions (a backend whose head is the
+// highest revision name, etcd, sees a head above a gap that the directory
 // backend's cold probe stops below; both read such a key as damaged before
 // a write). That listing is made once per key per store; after it the
 // protocol only appends, which the probe follows.

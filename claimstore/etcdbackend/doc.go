@@ -27,9 +27,13 @@
 //     acknowledged it, which is raft's quorum commit with each member's
 //     write-ahead log fsynced: the link and the fsync of the directory
 //     backend in one step.
-//   - Head is one range over the key's revision names, sorted descending,
-//     limit 1: its cost does not depend on the history's length. List, Locs
-//     and Proofs are keys-only, paginated ranges.
+//   - Head of a short history is one range over the key's revision names,
+//     sorted descending, limit 1; of a longer one (etcd sorts a sorted range
+//     whole before its limit, reading every value) a count of the names
+//     with the base pointer, then at most two keys in key order from the
+//     counted top. Census counts the same way; a gap or a name put there by
+//     hand takes the sorted range or the listing. List, Locs and Proofs are
+//     keys-only, paginated ranges.
 //   - Sync is nil: reads are linearizable (served from what a quorum
 //     committed), so a reader never sees a revision that can still be lost.
 //   - Proofs are stored under <prefix>/proofs/ with the same

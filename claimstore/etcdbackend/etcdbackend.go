@@ -157,18 +157,27 @@ func (b *Backend) ctx(parent context.Context) (context.Context, context.CancelFu
 
 func pathErr(op, key string, err error) error { return &fs.PathError{Op: op, Path: key, Err: err} }
 
-// Head reads loc's highest revision with one range over the revision names
-// of its history, sorted descending, limit 1: its cost does not depend on
-// the history's length. Keys in that range that are not revision names
-// (put there by hand) make it fall back to a listing.
+// Head reads loc's highest revision. A range over the revision names
+// sorted descending, limit 1, is one request, but etcd sorts a sorted range
+// whole before it applies the limit (only a range in key order is limited
+// as it is read): that request carried every revision's value, ~20 µs a
+// revision kept, and a compacted seat keeps its retention window's
+// thousands. So a longer history is counted instead (countedHead); a short
+// one, a gap, a name put there by hand or a history compacted meanwhile
+// take the sorted range, exact at any length. Keys in that range that are
+// not revision names make it fall back to a listing.
 func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, error) {
 	if err := b.checkCopy(ctx); err != nil {
 		return 0, nil, err
 	}
+	dir := b.KeyDir(loc)
+	from, end := dir+storage.RevisionName(1), dir+storage.RevisionName(storage.MaxRevision)+"\x00"
+	if n, data, ok, err := b.countedHead(ctx, loc, dir, from, end); ok || err != nil {
+		return n, data, err
+	}
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	dir := b.KeyDir(loc)
-	resp, err := b.cli.Get(rctx, dir+storage.RevisionName(1), clientv3.WithRange(dir+storage.RevisionName(storage.MaxRevision)+"\x00"),
+	resp, err := b.cli.Get(rctx, from, clientv3.WithRange(end),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
 		return 0, nil, b.reqErr(ctx, "read head", dir, err)
@@ -202,6 +211,54 @@ func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, er
 		return n, nil, &storage.ReadError{N: n, Err: tooLarge(string(kv.Key), len(kv.Value))}
 	}
 	return n, kv.Value, nil
+}
+
+// countedHeadMin is the history from which Head counts: below it the
+// sorted range is one request of a few values, cheaper than the two that
+// counting takes.
+const countedHeadMin = 32
+
+// countedHead is Head for a long history, in two requests of a few keys
+// each: the base pointer and a count of the revision names (count only:
+// etcd walks its index and reads no value) in one transaction; then, at
+// the store revision of that transaction, a range in key order from the
+// name base+count-1, at most two keys. Exactly that one name there means
+// it is the highest revision name (whatever the count held), and its value
+// is the head. ok is false where it cannot say (a short or empty history
+// is answered by the count alone when empty; anything else unexpected:
+// more keys, another name, a damaged base pointer, a failed read): Head
+// then takes the sorted range.
+func (b *Backend) countedHead(ctx context.Context, loc storage.Loc, dir, from, end string) (n uint64, data []byte, ok bool, err error) {
+	rctx, cancel := b.ctx(ctx)
+	defer cancel()
+	txn, err := b.cli.Txn(rctx).Then(
+		clientv3.OpGet(b.baseKey(loc)),
+		clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return 0, nil, false, b.reqErr(ctx, "read head", dir, err)
+	}
+	count := txn.Responses[1].GetResponseRange().Count
+	switch {
+	case count == 0:
+		return 0, nil, true, nil
+	case count < countedHeadMin:
+		return 0, nil, false, nil
+	}
+	base, _, _, err := b.parseBase(loc, txn.Responses[0].GetResponseRange().Kvs)
+	if err != nil || base-1+uint64(count) > storage.MaxRevision {
+		return 0, nil, false, nil
+	}
+	n = base - 1 + uint64(count)
+	key := dir + storage.RevisionName(n)
+	resp, err := b.cli.Get(rctx, key, clientv3.WithRange(end), clientv3.WithLimit(2), clientv3.WithRev(txn.Header.Revision))
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Key) != key {
+		return 0, nil, false, nil
+	}
+	if v := resp.Kvs[0].Value; len(v) > storage.MaxRecordSize {
+		return n, nil, true, &storage.ReadError{N: n, Err: tooLarge(key, len(v))}
+	}
+	return n, resp.Kvs[0].Value, true, nil
 }
 
 func tooLarge(key string, size int) error {
