@@ -32,7 +32,9 @@
 //     whole before its limit, reading every value) a count of the names
 //     with the base pointer, then at most two keys in key order from the
 //     counted top. Census counts the same way; a gap or a name put there by
-//     hand takes the sorted range or the listing. List, Locs and Proofs are
+//     hand takes the sorted range or the listing (a name put by hand that
+//     stands in for a missing revision passes the census as dense: fsck,
+//     which lists every name, reports both). List, Locs and Proofs are
 //     keys-only, paginated ranges.
 //   - Sync is nil: reads are linearizable (served from what a quorum
 //     committed), so a reader never sees a revision that can still be lost.

@@ -170,14 +170,13 @@ func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, er
 	if err := b.checkCopy(ctx); err != nil {
 		return 0, nil, err
 	}
-	dir := b.KeyDir(loc)
-	from, end := dir+storage.RevisionName(1), dir+storage.RevisionName(storage.MaxRevision)+"\x00"
-	if n, data, ok, err := b.countedHead(ctx, loc, dir, from, end); ok || err != nil {
+	if n, data, ok, err := b.countedHead(ctx, loc); ok || err != nil {
 		return n, data, err
 	}
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
-	resp, err := b.cli.Get(rctx, from, clientv3.WithRange(end),
+	dir := b.KeyDir(loc)
+	resp, err := b.cli.Get(rctx, dir+storage.RevisionName(1), clientv3.WithRange(dir+storage.RevisionName(storage.MaxRevision)+"\x00"),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
 		return 0, nil, b.reqErr(ctx, "read head", dir, err)
@@ -218,47 +217,76 @@ func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, er
 // counting takes.
 const countedHeadMin = 32
 
-// countedHead is Head for a long history, in two requests of a few keys
-// each: the base pointer and a count of the revision names (count only:
-// etcd walks its index and reads no value) in one transaction; then, at
-// the store revision of that transaction, a range in key order from the
-// name base+count-1, at most two keys. Exactly that one name there means
-// it is the highest revision name (whatever the count held), and its value
-// is the head. ok is false where it cannot say (a short or empty history
-// is answered by the count alone when empty; anything else unexpected:
-// more keys, another name, a damaged base pointer, a failed read): Head
-// then takes the sorted range.
-func (b *Backend) countedHead(ctx context.Context, loc storage.Loc, dir, from, end string) (n uint64, data []byte, ok bool, err error) {
+// countedHead is Head for a long history (counted): the counted top and
+// its value. ok is false where the count cannot say (a short history, a
+// damaged base pointer, a top the count does not vouch for): Head then
+// takes the sorted range.
+func (b *Backend) countedHead(ctx context.Context, loc storage.Loc) (n uint64, data []byte, ok bool, err error) {
+	c, err := b.counted(ctx, loc, "read head", countedHeadMin, true)
+	switch {
+	case err != nil:
+		return 0, nil, false, err
+	case c.count == 0:
+		return 0, nil, true, nil
+	case c.baseErr != nil || c.top == 0:
+		return 0, nil, false, nil
+	case len(c.value) > storage.MaxRecordSize:
+		key := b.RevisionKey(loc, c.top)
+		return c.top, nil, true, &storage.ReadError{N: c.top, Err: tooLarge(key, len(c.value))}
+	}
+	return c.top, c.value, true, nil
+}
+
+// countedRange is what counted found.
+type countedRange struct {
+	base    uint64 // the base pointer's base (1 without one)
+	baseErr error  // a base pointer that is not one
+	count   int64  // keys in the revision range, whatever their names
+	top     uint64 // the counted top, when the count vouches for it; else 0
+	value   []byte // top's value, when asked for
+}
+
+// counted is the count Head and Census rest on, in two requests of a few
+// keys each whatever the history's length. One transaction reads the base
+// pointer and counts the keys in the revision range (count only: etcd
+// walks its index and reads no value); then, at that transaction's store
+// revision, a range in key order from the name base+count-1, at most two
+// keys. That one name there alone vouches for the count: it is the highest
+// revision name, and the names from the base to it are as many as the
+// count, dense unless a name put there by hand stands in for a missing one
+// (fsck, which lists every name, reports both). The second request is left
+// out below atLeast keys (a count of 0 is answered by the first), and
+// after a damaged base pointer; a failed second request vouches for
+// nothing. op names the operation in a failed first request's error.
+func (b *Backend) counted(ctx context.Context, loc storage.Loc, op string, atLeast int64, values bool) (countedRange, error) {
+	dir := b.KeyDir(loc)
+	end := dir + storage.RevisionName(storage.MaxRevision) + "\x00"
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
 	txn, err := b.cli.Txn(rctx).Then(
 		clientv3.OpGet(b.baseKey(loc)),
-		clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithCountOnly()),
+		clientv3.OpGet(dir+storage.RevisionName(1), clientv3.WithRange(end), clientv3.WithCountOnly()),
 	).Commit()
 	if err != nil {
-		return 0, nil, false, b.reqErr(ctx, "read head", dir, err)
+		return countedRange{}, b.reqErr(ctx, op, dir, err)
 	}
-	count := txn.Responses[1].GetResponseRange().Count
-	switch {
-	case count == 0:
-		return 0, nil, true, nil
-	case count < countedHeadMin:
-		return 0, nil, false, nil
+	var c countedRange
+	c.count = txn.Responses[1].GetResponseRange().Count
+	c.base, _, c.baseErr = b.parseBase(loc, txn.Responses[0].GetResponseRange().Kvs)
+	if c.count == 0 || c.count < atLeast || c.baseErr != nil || c.base-1+uint64(c.count) > storage.MaxRevision {
+		return c, nil
 	}
-	base, _, _, err := b.parseBase(loc, txn.Responses[0].GetResponseRange().Kvs)
-	if err != nil || base-1+uint64(count) > storage.MaxRevision {
-		return 0, nil, false, nil
+	top := c.base - 1 + uint64(c.count)
+	key := dir + storage.RevisionName(top)
+	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(2), clientv3.WithRev(txn.Header.Revision)}
+	if !values {
+		opts = append(opts, clientv3.WithKeysOnly())
 	}
-	n = base - 1 + uint64(count)
-	key := dir + storage.RevisionName(n)
-	resp, err := b.cli.Get(rctx, key, clientv3.WithRange(end), clientv3.WithLimit(2), clientv3.WithRev(txn.Header.Revision))
-	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Key) != key {
-		return 0, nil, false, nil
+	resp, err := b.cli.Get(rctx, key, opts...)
+	if err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Key) == key {
+		c.top, c.value = top, resp.Kvs[0].Value
 	}
-	if v := resp.Kvs[0].Value; len(v) > storage.MaxRecordSize {
-		return n, nil, true, &storage.ReadError{N: n, Err: tooLarge(key, len(v))}
-	}
-	return n, resp.Kvs[0].Value, true, nil
+	return c, nil
 }
 
 func tooLarge(key string, size int) error {

@@ -53,35 +53,28 @@ func (b *Backend) baseKey(loc storage.Loc) string { return b.KeyDir(loc) + baseN
 // readBase returns loc's base (1 without a base key) and the base key's
 // value as read (nil when absent).
 func (b *Backend) readBase(ctx context.Context, loc storage.Loc) (uint64, []byte, error) {
-	n, raw, _, err := b.readBaseAt(ctx, loc)
-	return n, raw, err
-}
-
-// readBaseAt is readBase that also returns the pointer's ModRevision (0:
-// no pointer), for a transaction guarded on it.
-func (b *Backend) readBaseAt(ctx context.Context, loc storage.Loc) (uint64, []byte, int64, error) {
 	key := b.baseKey(loc)
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
 	resp, err := b.cli.Get(rctx, key)
 	if err != nil {
-		return 0, nil, 0, pathErr("read base pointer", key, err)
+		return 0, nil, pathErr("read base pointer", key, err)
 	}
 	return b.parseBase(loc, resp.Kvs)
 }
 
-// parseBase is readBaseAt's answer from what a read of the base pointer's
+// parseBase is readBase's answer from what a read of the base pointer's
 // key returned (kvs: none, or the pointer).
-func (b *Backend) parseBase(loc storage.Loc, kvs []*mvccpb.KeyValue) (uint64, []byte, int64, error) {
+func (b *Backend) parseBase(loc storage.Loc, kvs []*mvccpb.KeyValue) (uint64, []byte, error) {
 	if len(kvs) == 0 {
-		return 1, nil, 0, nil
+		return 1, nil, nil
 	}
 	v := kvs[0].Value
 	var p basePointer
 	if err := json.Unmarshal(v, &p); err != nil || p.Version != 1 || p.Kind != baseKind || p.Key != loc.String() || p.Base < 1 || p.Base > storage.MaxRevision {
-		return 0, nil, 0, pathErr("read base pointer", b.baseKey(loc), &storage.DamageError{Reason: fmt.Sprintf("not a base pointer of %s; the key reads as held; run claimctl fsck", loc)})
+		return 0, nil, pathErr("read base pointer", b.baseKey(loc), &storage.DamageError{Reason: fmt.Sprintf("not a base pointer of %s; the key reads as held; run claimctl fsck", loc)})
 	}
-	return p.Base, v, kvs[0].ModRevision, nil
+	return p.Base, v, nil
 }
 
 // Base implements storage.Compacter.
@@ -236,61 +229,28 @@ func (g *prevGuard) moved(resp *clientv3.TxnResponse) bool {
 
 var _ storage.Censuser = (*Backend)(nil)
 
-// Census implements storage.Censuser in two requests of a few keys each,
-// whatever the history's length: a transaction guarded on the base pointer
-// read just before it counts the revisions from the base up (count only:
-// etcd walks its index and reads no value), then, at that transaction's
-// store revision, a range in key order from the name base+count-1, at most
-// two keys, keys only: exactly that one name there means the history is
-// dense from the base to it. A free head's confirming census then costs
-// what a fresh key's does, where a listing cost ~20 µs a revision kept (a
-// compacted seat keeps its retention window's: thousands). A base pointer
-// changed in between reads again; anything else (a gap, a name put there
+// Census implements storage.Censuser with counted: two requests of a few
+// keys each whatever the history's length, where a listing cost ~20 µs a
+// revision kept (a compacted seat keeps its retention window's:
+// thousands), so that a free head's confirming census costs what a fresh
+// key's does. A count its top does not vouch for (a gap, a name put there
 // by hand, revisions left below the base) takes the listing, which tells
 // them apart.
 func (b *Backend) Census(ctx context.Context, loc storage.Loc) (top uint64, count int, base uint64, err error) {
 	if err := b.checkCopy(ctx); err != nil {
 		return 0, 0, 0, err
 	}
-	dir, key := b.KeyDir(loc), b.baseKey(loc)
-	end := dir + storage.RevisionName(storage.MaxRevision) + "\x00"
-	for attempt := 0; attempt < 3; attempt++ {
-		var mod int64
-		if base, _, mod, err = b.readBaseAt(ctx, loc); err != nil {
-			return 0, 0, 0, err
-		}
-		rctx, cancel := b.ctx(ctx)
-		txn, err := b.cli.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", mod)).Then(
-			clientv3.OpGet(dir+storage.RevisionName(base), clientv3.WithRange(end), clientv3.WithCountOnly()),
-		).Commit()
-		if err != nil {
-			cancel()
-			return 0, 0, 0, b.reqErr(ctx, "census", dir, err)
-		}
-		if !txn.Succeeded {
-			cancel()
-			continue // compacted since the base was read
-		}
-		n := txn.Responses[0].GetResponseRange().Count
-		if n == 0 {
-			cancel()
-			return 0, 0, base, nil
-		}
-		top = base - 1 + uint64(n)
-		if top > storage.MaxRevision {
-			cancel()
-			break
-		}
-		name := dir + storage.RevisionName(top)
-		resp, err := b.cli.Get(rctx, name, clientv3.WithRange(end), clientv3.WithLimit(2), clientv3.WithKeysOnly(), clientv3.WithRev(txn.Header.Revision))
-		cancel()
-		if err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Key) == name {
-			return top, int(n), base, nil
-		}
-		break
+	c, err := b.counted(ctx, loc, "census", 1, false)
+	switch {
+	case err != nil:
+		return 0, 0, 0, err
+	case c.baseErr != nil:
+		return 0, 0, 0, c.baseErr
+	case c.count == 0:
+		return 0, 0, c.base, nil
+	case c.top != 0:
+		return c.top, int(c.count), c.base, nil
 	}
-	// Not dense as counted (a gap, a hand-written key among the names, a
-	// base that kept moving): the listing's answer, exact.
 	base, revs, _, err := b.ListFrom(ctx, loc)
 	if err != nil {
 		return 0, 0, 0, err
