@@ -619,6 +619,17 @@ func TestPruneArchivesEveryRevisionInOrder(t *testing.T) {
 	}) || hdr.Keys[0].Kind != KindSeat {
 		t.Errorf("the segment's keys are not in the order of their locations: first %s/%s", hdr.Keys[0].Kind, hdr.Keys[0].Hash)
 	}
+	// The header says what became of each key: the seat compacted (its
+	// base raised), each session removed whole.
+	for _, ak := range hdr.Keys {
+		wantAction := string(PruneRemoved)
+		if ak.Kind == KindSeat {
+			wantAction = string(PruneCompacted)
+		}
+		if ak.Action != wantAction {
+			t.Errorf("the header says %s/%s was %q, want %q", ak.Kind, ak.Hash, ak.Action, wantAction)
+		}
+	}
 	var want, got []string
 	for _, ak := range hdr.Keys {
 		loc := Loc{Kind: ak.Kind, Hash: ak.Hash}
