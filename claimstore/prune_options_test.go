@@ -114,6 +114,11 @@ func TestPruneReportsItsFailures(t *testing.T) {
 			// again: the second removal of that trash fails.
 			return &errorfs.Rule{Op: errorfs.OpRemove, Path: errorfs.Contains(dirbackend.TrashPrefix)}
 		}, false},
+		{"tombstones", func(root string) *errorfs.Rule {
+			// The tombstones' temporaries are made durable by one
+			// syncfs, the batch's first: it fails, and so does the batch.
+			return &errorfs.Rule{Op: errorfs.OpSyncFS, Times: 1}
+		}, false},
 		{"walk", func(root string) *errorfs.Rule {
 			return &errorfs.Rule{Op: errorfs.OpReadDir, Path: func(p string) bool { return p == filepath.Join(root, string(KindSeat)) }}
 		}, true},

@@ -449,3 +449,47 @@ func TestCompactListsUnderTheLock(t *testing.T) {
 	}
 	lockFree(t, root)
 }
+
+// Compact checks the key directory before it writes anything in it: a key
+// directory another user could write into, or one that is not there, is
+// refused with what is wrong with it, and no base pointer is staged in it
+// (a temporary whose creation would fail is never asked for).
+func TestCompactChecksTheKeyDirectoryFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		shape func(t *testing.T, dir string)
+		check func(t *testing.T, err error)
+	}{
+		{"writable by others", func(t *testing.T, dir string) {
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, err error) {
+			var pe *fs.PathError
+			if err == nil || !errors.As(err, &pe) || !strings.Contains(err.Error(), "write") {
+				t.Errorf("Compact in a directory others can write: %v, want the distrust named", err)
+			}
+		}},
+		{"missing", func(t *testing.T, dir string) {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, err error) {
+			var pe *fs.PathError
+			if !errors.As(err, &pe) || pe.Op != "compact" || !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("Compact of a missing key directory: %v, want a compact error wrapping ErrNotExist", err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, b, loc := sixRevisions(t)
+			tc.shape(t, b.dir(loc))
+			efs := errorfs.Wrap(b.fs, &errorfs.Rule{Op: errorfs.OpCreateTemp})
+			err := New(root, &Options{FS: efs}).Compact(context.Background(), loc, 4)
+			if errors.Is(err, syscall.EIO) || len(efs.Injected()) != 0 {
+				t.Fatalf("Compact staged a base pointer before checking the key directory: %v (injected %v)", err, efs.Injected())
+			}
+			tc.check(t, err)
+		})
+	}
+}
