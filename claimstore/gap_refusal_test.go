@@ -157,3 +157,51 @@ func TestHeadOverAGapWhoseListingFails(t *testing.T) {
 		t.Errorf("the damage is a gap %+v, from a listing that failed", gap)
 	}
 }
+
+// A seat with a long history (long enough for a backend to count it
+// rather than read it, as etcd's Head and Census do from 32 revisions) is
+// read free by a new store and acquired on, its free head confirmed with
+// the census taken with it; the same history with a revision lost far
+// below its head reads damaged by the gap, not free, and is not acquired.
+func TestLongFreeHistoryAndAGapBelowIt(t *testing.T) {
+	forBackends(t, func(t *testing.T, newRoot func(testing.TB) string) {
+		ctx := context.Background()
+		root := newRoot(t)
+		w := openStore(t, root, nil)
+		const lifecycles = 10 // 40 seat revisions
+		seats := []Key{seatKey(t, "whole"), seatKey(t, "gap")}
+		for _, seat := range seats {
+			for i := 0; i < lifecycles; i++ {
+				c := mustAcquire(t, w, seat, sessionKey(t, fmt.Sprintf("%s-%d", seat.Seat, i)))
+				for _, st := range []State{Active, Stopping} {
+					if err := w.Advance(ctx, c, Patch{State: st}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := w.Release(ctx, c, NewProof(ProofCohort, "done")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		removeRev(t, w, seats[1], 17)
+
+		s := openStore(t, root, nil)
+		h, err := s.Head(ctx, seats[0])
+		if err != nil || h.Held() || h.N != 4*lifecycles {
+			t.Fatalf("the long free seat's head: %+v, %v; want free at %d", h, err, 4*lifecycles)
+		}
+		c, err := s.Acquire(ctx, seats[0], sessionKey(t, "whole-next"), fields(t, s))
+		if err != nil || c.SeatRev != 4*lifecycles+1 {
+			t.Fatalf("acquire on the long free seat: %+v, %v; want seat revision %d", c, err, 4*lifecycles+1)
+		}
+
+		h, err = s.Head(ctx, seats[1])
+		var gap *GapError
+		if err != nil || !h.Held() || !errors.As(h.Damage, &gap) || cmp.Diff([]Gap{{From: 17, To: 17}}, gap.Gaps) != "" {
+			t.Fatalf("the long seat with a gap: %+v (damage %v), %v; want it damaged by the gap at 17", h, h.Damage, err)
+		}
+		if _, err := s.Acquire(ctx, seats[1], sessionKey(t, "gap-next"), fields(t, s)); !isRefusal(err, UnsafeReplacement) {
+			t.Errorf("acquire over the gap: %v, want unsafe-replacement", err)
+		}
+	})
+}

@@ -81,7 +81,7 @@ func (s *Store) head(ctx context.Context, k Key, forWrite bool) (*Head, error) {
 	}
 	loc := k.Loc()
 	for attempt := 0; ; attempt++ {
-		h, err := s.probeHead(ctx, k)
+		h, counted, err := s.probeCounted(ctx, k)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +93,7 @@ func (s *Store) head(ctx context.Context, k Key, forWrite bool) (*Head, error) {
 			// head; since then the protocol has only appended.
 			return h, nil
 		}
-		c, err := s.census(ctx, loc)
+		c, err := s.censusWith(ctx, loc, counted)
 		if err != nil {
 			return nil, err
 		}
@@ -160,6 +160,16 @@ func (s *Store) census(ctx context.Context, loc Loc) (census, error) {
 		return census{base: 1}, err
 	}
 	return census{top: revs[len(revs)-1], count: len(revs), base: base}, nil
+}
+
+// censusWith is the census the backend took with the head (counted, from
+// storage.CountedHeader: the same snapshot, so it confirms that very
+// head), else a census of loc taken now.
+func (s *Store) censusWith(ctx context.Context, loc Loc, counted *storage.Count) (census, error) {
+	if counted == nil {
+		return s.census(ctx, loc)
+	}
+	return census{top: counted.Top, count: counted.Count, base: max(counted.Base, 1)}, nil
 }
 
 // list lists loc's revisions from its base up (see storage.Compacter),
@@ -314,6 +324,19 @@ func dense(base uint64, revs []uint64) bool {
 func (s *Store) probeHead(ctx context.Context, k Key) (*Head, error) {
 	n, data, err := s.be.Head(ctx, k.Loc())
 	return s.headOf(ctx, k, n, data, err)
+}
+
+// probeCounted reads k's head as probeHead does, and the census the
+// backend took with it where it can (storage.CountedHeader), else nil.
+func (s *Store) probeCounted(ctx context.Context, k Key) (*Head, *storage.Count, error) {
+	b, ok := s.be.(storage.CountedHeader)
+	if !ok {
+		h, err := s.probeHead(ctx, k)
+		return h, nil, err
+	}
+	n, data, counted, err := b.CountedHead(ctx, k.Loc())
+	h, err := s.headOf(ctx, k, n, data, err)
+	return h, counted, err
 }
 
 // headAt reads revision n of k as its head, where n was the head a moment

@@ -31,11 +31,13 @@
 //     sorted descending, limit 1; of a longer one (etcd sorts a sorted range
 //     whole before its limit, reading every value) a count of the names
 //     with the base pointer, then at most two keys in key order from the
-//     counted top. Census counts the same way; a gap or a name put there by
-//     hand takes the sorted range or the listing (a name put by hand that
-//     stands in for a missing revision passes the census as dense: fsck,
-//     which lists every name, reports both). List, Locs and Proofs are
-//     keys-only, paginated ranges.
+//     counted top. Census counts the same way, and a counted head brings
+//     its census along (storage.CountedHeader: the count of the same store
+//     revision), so a free head is confirmed without counting twice; a gap
+//     or a name put there by hand takes the sorted range or the listing (a
+//     name put by hand that stands in for a missing revision passes the
+//     census as dense: fsck, which lists every name, reports both). List,
+//     Locs and Proofs are keys-only, paginated ranges.
 //   - Sync is nil: reads are linearizable (served from what a quorum
 //     committed), so a reader never sees a revision that can still be lost.
 //   - Proofs are stored under <prefix>/proofs/ with the same

@@ -167,12 +167,30 @@ func pathErr(op, key string, err error) error { return &fs.PathError{Op: op, Pat
 // take the sorted range, exact at any length. Keys in that range that are
 // not revision names make it fall back to a listing.
 func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, error) {
+	n, data, _, err := b.CountedHead(ctx, loc)
+	return n, data, err
+}
+
+var _ storage.CountedHeader = (*Backend)(nil)
+
+// CountedHead implements storage.CountedHeader: Head, and where the head
+// was counted (countedHead) the count it rests on, which is the census
+// of the same store revision. A free head's confirmation then costs no
+// second count: etcd counts a range by walking its index, so on a
+// compacted seat the census was most of what an acquire's reads cost.
+func (b *Backend) CountedHead(ctx context.Context, loc storage.Loc) (uint64, []byte, *storage.Count, error) {
 	if err := b.checkCopy(ctx); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	if n, data, ok, err := b.countedHead(ctx, loc); ok || err != nil {
-		return n, data, err
+	if n, data, count, ok, err := b.countedHead(ctx, loc); ok || err != nil {
+		return n, data, count, err
 	}
+	n, data, err := b.sortedHead(ctx, loc)
+	return n, data, nil, err
+}
+
+// sortedHead is Head by the sorted range: exact at any length.
+func (b *Backend) sortedHead(ctx context.Context, loc storage.Loc) (uint64, []byte, error) {
 	rctx, cancel := b.ctx(ctx)
 	defer cancel()
 	dir := b.KeyDir(loc)
@@ -217,24 +235,30 @@ func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, er
 // counting takes.
 const countedHeadMin = 32
 
-// countedHead is Head for a long history (counted): the counted top and
-// its value. ok is false where the count cannot say (a short history, a
-// damaged base pointer, a top the count does not vouch for): Head then
-// takes the sorted range.
-func (b *Backend) countedHead(ctx context.Context, loc storage.Loc) (n uint64, data []byte, ok bool, err error) {
+// countedHead is Head for a long history (counted): the counted top, its
+// value and the count (a census of the same store revision). ok is false
+// where the count cannot say (a short history, a damaged base pointer, a
+// top the count does not vouch for): Head then takes the sorted range.
+// An empty key's head is answered by the count alone, whatever its base
+// pointer; its census only when the base pointer is sound (Census reports
+// a damaged one).
+func (b *Backend) countedHead(ctx context.Context, loc storage.Loc) (n uint64, data []byte, count *storage.Count, ok bool, err error) {
 	c, err := b.counted(ctx, loc, "read head", countedHeadMin, true)
 	switch {
 	case err != nil:
-		return 0, nil, false, err
+		return 0, nil, nil, false, err
 	case c.count == 0:
-		return 0, nil, true, nil
+		if c.baseErr != nil {
+			return 0, nil, nil, true, nil
+		}
+		return 0, nil, &storage.Count{Base: c.base}, true, nil
 	case c.baseErr != nil || c.top == 0:
-		return 0, nil, false, nil
+		return 0, nil, nil, false, nil
 	case len(c.value) > storage.MaxRecordSize:
 		key := b.RevisionKey(loc, c.top)
-		return c.top, nil, true, &storage.ReadError{N: c.top, Err: tooLarge(key, len(c.value))}
+		return c.top, nil, nil, true, &storage.ReadError{N: c.top, Err: tooLarge(key, len(c.value))}
 	}
-	return c.top, c.value, true, nil
+	return c.top, c.value, &storage.Count{Top: c.top, Count: int(c.count), Base: c.base}, true, nil
 }
 
 // countedRange is what counted found.

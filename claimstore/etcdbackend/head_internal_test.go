@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/claimstore/claimstore/claimstore/storage"
 	"github.com/claimstore/claimstore/internal/etcdtest"
 )
@@ -77,7 +79,7 @@ func TestHeadAndCensusOfALongHistory(t *testing.T) {
 				put(b.RevisionKey(loc, n), fmt.Sprintf("r%d\n", n))
 			}
 			tc.shape(loc)
-			_, _, counted, err := b.countedHead(ctx, loc)
+			_, _, _, counted, err := b.countedHead(ctx, loc)
 			if err != nil || counted != tc.want.counted {
 				t.Errorf("countedHead answered %v (%v), want %v", counted, err, tc.want.counted)
 			}
@@ -89,6 +91,19 @@ func TestHeadAndCensusOfALongHistory(t *testing.T) {
 			if err != nil || ct != tc.want.ctop || cn != tc.want.ccount || cb != tc.want.cbase {
 				t.Errorf("Census = top %d count %d base %d %v, want %d %d %d", ct, cn, cb, err, tc.want.ctop, tc.want.ccount, tc.want.cbase)
 			}
+			// The census taken with the head is the Census, where the head
+			// was counted; none where it was not.
+			var wantCount *storage.Count
+			if tc.want.counted {
+				wantCount = &storage.Count{Top: tc.want.ctop, Count: tc.want.ccount, Base: tc.want.cbase}
+			}
+			n, data, count, err := b.CountedHead(ctx, loc)
+			if err != nil || n != tc.want.head || string(data) != fmt.Sprintf("r%d\n", tc.want.head) {
+				t.Errorf("CountedHead = %d %q %v, want %d", n, data, err, tc.want.head)
+			}
+			if d := cmp.Diff(wantCount, count); d != "" {
+				t.Errorf("CountedHead's count (-want +got):\n%s", d)
+			}
 		})
 	}
 	// A key with no history: no revision, base 1, by the count alone.
@@ -98,5 +113,18 @@ func TestHeadAndCensusOfALongHistory(t *testing.T) {
 	}
 	if ct, cn, cb, err := b.Census(ctx, loc); ct != 0 || cn != 0 || cb != 1 || err != nil {
 		t.Errorf("Census of an empty key = %d %d %d %v", ct, cn, cb, err)
+	}
+	if n, _, count, err := b.CountedHead(ctx, loc); n != 0 || err != nil || cmp.Diff(&storage.Count{Base: 1}, count) != "" {
+		t.Errorf("CountedHead of an empty key = %d, %+v, %v; want 0, base 1", n, count, err)
+	}
+	// An empty key under a base pointer that is not one: its head is
+	// free by the count, its census no one's to give but Census's, which
+	// reports the damage.
+	put(b.baseKey(loc), "{not a base pointer")
+	if n, _, count, err := b.CountedHead(ctx, loc); n != 0 || err != nil || count != nil {
+		t.Errorf("CountedHead of an empty key under a damaged base pointer = %d, %+v, %v; want 0, no count", n, count, err)
+	}
+	if _, _, _, err := b.Census(ctx, loc); err == nil {
+		t.Errorf("Census of an empty key under a damaged base pointer reported no damage")
 	}
 }

@@ -126,8 +126,8 @@ var Barriers = []Barrier{BarrierTempWritten, BarrierTempSynced, BarrierLinked, B
 // Optional capabilities are the named interfaces below, found by
 // assertion; each says what the store does without it:
 //
-//   - reads and walks: Censuser, OwnHeadChecker, HeadAtReader, WalkSyncer,
-//     LayoutChecker;
+//   - reads and walks: Censuser, CountedHeader, OwnHeadChecker,
+//     HeadAtReader, WalkSyncer, LayoutChecker;
 //   - publishing: Stager (and Staged), GuardedPublisher, BatchPreparer,
 //     BatchPublisher;
 //   - prune: Compacter, KeyRemover, RemovalMarker, KeyBatchRemover,
@@ -218,6 +218,27 @@ func (e *ReadError) Unwrap() error { return e.Err }
 // dense exactly when count is top-base+1.
 type Censuser interface {
 	Census(ctx context.Context, loc Loc) (top uint64, count int, base uint64, err error)
+}
+
+// Count is a census of a key's history: Count revisions from Base up (1
+// for a key never compacted), the highest Top. The history is dense
+// exactly when Count is Top-Base+1.
+type Count struct {
+	Top   uint64
+	Count int
+	Base  uint64
+}
+
+// CountedHeader is an optional capability: reading loc's head (as Head)
+// and a census of its history (as Censuser) in one snapshot of the store,
+// where the backend can take both for about the price of the head alone.
+// count is nil where the backend cannot vouch for a census taken with the
+// head (the store then takes one with Census or List); when it is not,
+// count.Top is n and count describes the history at the very instant the
+// head was read. Without it, the store reads the head, then takes the
+// census a free head's confirmation needs.
+type CountedHeader interface {
+	CountedHead(ctx context.Context, loc Loc) (n uint64, data []byte, count *Count, err error)
 }
 
 // OwnHeadChecker is an optional capability: telling, without reading it,

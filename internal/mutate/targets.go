@@ -69,7 +69,7 @@ var targets = []target{
 	{
 		File: "claimstore/head.go",
 		Funcs: []string{
-			"Store.head", "Store.probeHead", "Store.headAt", "Store.headOf", "Store.verifyHeadProof",
+			"Store.head", "Store.probeHead", "Store.probeCounted", "Store.censusWith", "Store.headAt", "Store.headOf", "Store.verifyHeadProof",
 			"Store.listedUpTo", "Store.noteListing", "dense", "gapsOf",
 			"Head.Held", "Head.State", "Pair.Held", "Pair.State", "Store.Refusal",
 		},
