@@ -28,14 +28,7 @@ func TestClassifyReportsWhatItPublishedBeforeItRaced(t *testing.T) {
 		owner := openOn(t, root, liveHost())
 		seat, session := testKeys(t)
 		c := claim4100(t, owner, seat, session)
-		between, resume := make(chan struct{}), make(chan struct{})
-		owner.barrier = func(p Point) error {
-			if p.Barrier == BarrierBetweenKeys {
-				close(between)
-				<-resume
-			}
-			return nil
-		}
+		between, resume := pauseBetweenKeys(owner)
 		advanced := make(chan error, 1)
 		go func() { advanced <- owner.Advance(ctx, c, Patch{State: Active}) }()
 		<-between
@@ -90,14 +83,7 @@ func TestAcquireDoesNotFinishTheSessionOnceItsSeatMoved(t *testing.T) {
 		here := openStore(t, root, nil) // the operator's machine
 		dead := openStore(t, root, &TOpts{Host: foreignHost})
 		seat, session := testKeys(t)
-		between, resume := make(chan struct{}), make(chan struct{})
-		dead.barrier = func(p Point) error {
-			if p.Barrier == BarrierBetweenKeys {
-				close(between)
-				<-resume
-			}
-			return nil
-		}
+		between, resume := pauseBetweenKeys(dead)
 		acquired := make(chan error, 1)
 		go func() {
 			_, err := dead.Acquire(ctx, seat, session, AcquireFields{Owner: owner4100})
@@ -131,4 +117,18 @@ func TestAcquireDoesNotFinishTheSessionOnceItsSeatMoved(t *testing.T) {
 			}
 		}
 	})
+}
+
+// pauseBetweenKeys stops s's next operation between its keys: between is
+// closed when it gets there, and it goes on once resume is closed.
+func pauseBetweenKeys(s *Store) (between, resume chan struct{}) {
+	between, resume = make(chan struct{}), make(chan struct{})
+	s.barrier = func(p Point) error {
+		if p.Barrier == BarrierBetweenKeys {
+			close(between)
+			<-resume
+		}
+		return nil
+	}
+	return between, resume
 }

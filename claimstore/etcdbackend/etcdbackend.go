@@ -248,17 +248,14 @@ func (b *Backend) countedHead(ctx context.Context, loc storage.Loc) (n uint64, d
 	case err != nil:
 		return 0, nil, nil, false, err
 	case c.count == 0:
-		if c.baseErr != nil {
-			return 0, nil, nil, true, nil
-		}
-		return 0, nil, &storage.Count{Base: c.base}, true, nil
+		return 0, nil, c.census(), true, nil
 	case c.baseErr != nil || c.top == 0:
 		return 0, nil, nil, false, nil
 	case len(c.value) > storage.MaxRecordSize:
 		key := b.RevisionKey(loc, c.top)
 		return c.top, nil, nil, true, &storage.ReadError{N: c.top, Err: tooLarge(key, len(c.value))}
 	}
-	return c.top, c.value, &storage.Count{Top: c.top, Count: int(c.count), Base: c.base}, true, nil
+	return c.top, c.value, c.census(), true, nil
 }
 
 // countedRange is what counted found.
@@ -268,6 +265,21 @@ type countedRange struct {
 	count   int64  // keys in the revision range, whatever their names
 	top     uint64 // the counted top, when the count vouches for it; else 0
 	value   []byte // top's value, when asked for
+}
+
+// census is the census the count vouches for (an empty key, or a counted
+// top), nil where it vouches for none: a damaged base pointer (which
+// Census reports), a top the second request did not confirm.
+func (c countedRange) census() *storage.Count {
+	switch {
+	case c.baseErr != nil:
+		return nil
+	case c.count == 0:
+		return &storage.Count{Base: c.base}
+	case c.top != 0:
+		return &storage.Count{Top: c.top, Count: int(c.count), Base: c.base}
+	}
+	return nil
 }
 
 // counted is the count Head and Census rest on, in two requests of a few

@@ -241,15 +241,14 @@ func (b *Backend) Census(ctx context.Context, loc storage.Loc) (top uint64, coun
 		return 0, 0, 0, err
 	}
 	c, err := b.counted(ctx, loc, "census", 1, false)
-	switch {
-	case err != nil:
+	if err == nil {
+		err = c.baseErr
+	}
+	if err != nil {
 		return 0, 0, 0, err
-	case c.baseErr != nil:
-		return 0, 0, 0, c.baseErr
-	case c.count == 0:
-		return 0, 0, c.base, nil
-	case c.top != 0:
-		return c.top, int(c.count), c.base, nil
+	}
+	if cen := c.census(); cen != nil {
+		return cen.Top, cen.Count, cen.Base, nil
 	}
 	base, revs, _, err := b.ListFrom(ctx, loc)
 	if err != nil {

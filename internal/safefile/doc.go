@@ -7,5 +7,7 @@
 // device may never end. Every open here is non-blocking (O_NONBLOCK), the
 // type is checked on the open descriptor (fstat, so that the answer is about
 // the file that was opened, not one put in its place since), and reads are
-// bounded.
+// bounded. A read may leave the file's access time alone (Options.NoAtime:
+// O_NOATIME where the kernel grants it); where the kernel refuses, the read
+// is made without it, and the process stops asking.
 package safefile

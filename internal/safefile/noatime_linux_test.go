@@ -195,14 +195,7 @@ func TestNoAtimeRefusedFallsBack(t *testing.T) {
 		t.Skip("needs root to start a helper as another user")
 	}
 	const nobody = 65534
-	dir, err := os.MkdirTemp("", "safefile-noatime-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testbin.SharedDir(t)
 	atimesUpdated(t, dir)
 	file, mine := filepath.Join(dir, "r1"), filepath.Join(dir, "mine")
 	old := agedFile(t, file, false)

@@ -16,6 +16,18 @@ func ForOtherUser(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bin := filepath.Join(SharedDir(t), filepath.Base(exe))
+	if err := Copy(exe, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// SharedDir makes a new directory that every user may enter (0755, where
+// t.TempDir's parent is not), removed when the test ends, and returns its
+// path. It fails the test if it cannot.
+func SharedDir(t testing.TB) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "testbin-")
 	if err != nil {
 		t.Fatal(err)
@@ -24,11 +36,7 @@ func ForOtherUser(t testing.TB) string {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, filepath.Base(exe))
-	if err := Copy(exe, bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return dir
 }
 
 // Copy copies the file from to a new file to, with mode; to must not exist.
