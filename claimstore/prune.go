@@ -892,7 +892,7 @@ func (s *Store) publishTombstoneBatch(ctx context.Context, bp storage.BatchPubli
 			continue
 		}
 		pr := &preparing{prev: h.raw}
-		hook, ok := pr.encode(s, h.Key, h.N+1, tombstoneOf(h, s.now()))
+		hook, ok := pr.encodeOne(s, h.Key, h.N+1, tombstoneOf(h, s.now()))
 		if !ok {
 			if errors.Is(pr.err, ErrRecordTooLarge) {
 				c.keptWhy = tombstoneTooLarge(h)

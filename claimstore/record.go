@@ -368,14 +368,25 @@ func (r *Record) clone() *Record {
 
 // Marshal returns the record as it is stored: one JSON object and a newline.
 func (r *Record) Marshal() ([]byte, error) {
-	// Every step encodes two of these before its first fsync, so the
-	// encoding is on the step's critical path: one buffer, sized for a
-	// usual record, and no member re-validated that is already compact.
-	b := append(make([]byte, 0, 1024), '{')
+	return appendTail(r.appendBody(make([]byte, 0, 1024)), r.Key, r.Revision, r.WrittenAt), nil
+}
+
+// appendBody appends to b the start of r's encoding: every member but the
+// three that end each record (key, revision, writtenAt; appendTail), which
+// are all that tell a step's two revisions apart. A step encodes the body
+// once for both of its keys.
+//
+// Every step encodes its record before its first fsync, so the encoding
+// is on the step's critical path: one buffer, sized for a usual record,
+// and no member re-validated that is already compact.
+func (r *Record) appendBody(b []byte) []byte {
+	b = append(b, '{')
+	first := true
 	member := func(name string) {
-		if len(b) > 1 { // a member before this one
+		if !first {
 			b = append(b, ',')
 		}
+		first = false
 		b = appendJSString(b, name)
 		b = append(b, ':')
 	}
@@ -420,13 +431,19 @@ func (r *Record) Marshal() ([]byte, error) {
 			b = append(b, compact(f.Value)...)
 		}
 	}
-	member("key")
-	b = append(b, r.Key.JSON()...)
-	member("revision")
-	b = strconv.AppendUint(b, r.Revision, 10)
-	member("writtenAt")
-	b = appendJSString(b, r.WrittenAt)
-	return append(b, "}\n"...), nil
+	return b
+}
+
+// appendTail appends to a record's body (appendBody) the members that end
+// it, its key k, its revision n and writtenAt, and closes it.
+func appendTail(b []byte, k Key, n uint64, writtenAt string) []byte {
+	b = append(b, `,"key":`...)
+	b = append(b, k.JSON()...)
+	b = append(b, `,"revision":`...)
+	b = strconv.AppendUint(b, n, 10)
+	b = append(b, `,"writtenAt":`...)
+	b = appendJSString(b, writtenAt)
+	return append(b, "}\n"...)
 }
 
 // isLowerHex reports whether s is n lowercase hex digits.

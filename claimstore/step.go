@@ -189,7 +189,7 @@ func (s *Store) prepare(ctx context.Context, k Key, n uint64, rec *Record) *prep
 }
 
 func (s *Store) prepareInto(ctx context.Context, pr *preparing, k Key, n uint64, rec *Record) {
-	hook, ok := pr.encode(s, k, n, rec)
+	hook, ok := pr.encodeOne(s, k, n, rec)
 	if !ok {
 		return
 	}
@@ -200,21 +200,20 @@ func (s *Store) prepareInto(ctx context.Context, pr *preparing, k Key, n uint64,
 	pr.p, pr.err = s.be.Prepare(ctx, k.Loc(), n, pr.data, hook)
 }
 
+// encodeOne is encode for a revision that shares nothing with another.
+func (pr *preparing) encodeOne(s *Store, k Key, n uint64, rec *Record) (hook func(Barrier) error, ok bool) {
+	return pr.encode(s, k, n, rec, rec.appendBody(make([]byte, 0, 1024)), timestamp(s.now()))
+}
+
 // encode is the first half of preparing rec as revision n of k: the
 // revision's bytes (pr.data, checked against the size bound) and the
-// barrier hook of its publish. ok is false, with pr.err set, when the
-// revision cannot be published.
-func (pr *preparing) encode(s *Store, k Key, n uint64, rec *Record) (hook func(Barrier) error, ok bool) {
+// barrier hook of its publish. body is rec's encoding but for its last
+// members (Record.appendBody), which encode does not change: a step's two
+// revisions share it. ok is false, with pr.err set, when the revision
+// cannot be published.
+func (pr *preparing) encode(s *Store, k Key, n uint64, rec *Record, body []byte, writtenAt string) (hook func(Barrier) error, ok bool) {
 	pr.s, pr.loc, pr.n, pr.id = s, k.Loc(), n, rec.ClaimID
-	r := rec.clone()
-	r.Key = k
-	r.Revision = n
-	r.WrittenAt = timestamp(s.now())
-	data, err := r.Marshal()
-	if err != nil {
-		pr.err = err
-		return nil, false
-	}
+	data := appendTail(append(make([]byte, 0, len(body)+256), body...), k, n, writtenAt)
 	if err := sizeOK(k, n, len(data)); err != nil {
 		pr.err = err
 		return nil, false
@@ -238,9 +237,22 @@ func (pr *preparing) encode(s *Store, k Key, n uint64, rec *Record) (hook func(B
 // at once, on no goroutine of the store's: see dirbackend's PrepareBatch
 // for why the order matters. Otherwise the session revision is prepared
 // on a goroutine while the seat's is (prepareAsync).
-func (s *Store) prepareStep(ctx context.Context, seat Key, seatN uint64, session Key, sessionN uint64, rec *Record, sessionPrev []byte) (seatP, sessionP *preparing) {
+//
+// fence, when set, is the step's check that the claim still holds a key:
+// on a BatchPreparer it is each request's Fence, called while the
+// temporaries' fsyncs are in flight, and its error fails that key's
+// revision; elsewhere it is called first, for the seat and then the
+// session, and an error fails both without preparing either.
+func (s *Store) prepareStep(ctx context.Context, seat Key, seatN uint64, session Key, sessionN uint64, rec *Record, sessionPrev []byte, fence func(Key) error) (seatP, sessionP *preparing) {
 	bp, ok := s.be.(storage.BatchPreparer)
 	if !ok {
+		if fence != nil {
+			for _, k := range []Key{seat, session} {
+				if err := fence(k); err != nil {
+					return failedPrep(err), failedPrep(err)
+				}
+			}
+		}
 		sessionP = s.prepareAsync(ctx, session, sessionN, rec, sessionPrev)
 		return s.prepare(ctx, seat, seatN, rec), sessionP
 	}
@@ -250,13 +262,18 @@ func (s *Store) prepareStep(ctx context.Context, seat Key, seatN uint64, session
 	defer close(sessionP.done)
 	var reqs []storage.PrepareRequest
 	var to []*preparing
+	body, writtenAt := rec.appendBody(make([]byte, 0, 1024)), timestamp(s.now())
 	for _, x := range []struct {
 		pr *preparing
 		k  Key
 		n  uint64
 	}{{seatP, seat, seatN}, {sessionP, session, sessionN}} {
-		if hook, ok := x.pr.encode(s, x.k, x.n, rec); ok {
-			reqs = append(reqs, storage.PrepareRequest{Loc: x.k.Loc(), N: x.n, Data: x.pr.data, Prev: x.pr.prev, Hook: hook})
+		if hook, ok := x.pr.encode(s, x.k, x.n, rec, body, writtenAt); ok {
+			r := storage.PrepareRequest{Loc: x.k.Loc(), N: x.n, Data: x.pr.data, Prev: x.pr.prev, Hook: hook}
+			if fence != nil {
+				r.Fence = func() error { return fence(x.k) }
+			}
+			reqs = append(reqs, r)
 			to = append(to, x.pr)
 		}
 	}
@@ -265,6 +282,13 @@ func (s *Store) prepareStep(ctx context.Context, seat Key, seatN uint64, session
 		pr.p, pr.err = ps[i], errs[i]
 	}
 	return seatP, sessionP
+}
+
+// failedPrep is a revision that failed before it was prepared.
+func failedPrep(err error) *preparing {
+	pr := &preparing{done: make(chan struct{}), err: err}
+	close(pr.done)
+	return pr
 }
 
 // sizeOK refuses a revision larger than the read side accepts: the bound a
@@ -492,7 +516,7 @@ func (s *Store) Acquire(ctx context.Context, seat, session Key, f AcquireFields)
 		sessionRev := p.Session.N + 1
 		// Over a free session head, which prune may remove: the publish
 		// follows exactly the head read (publishOver).
-		seatPrep, prep := s.prepareStep(ctx, seat, p.Seat.N+1, session, sessionRev, rec, p.Session.raw)
+		seatPrep, prep := s.prepareStep(ctx, seat, p.Seat.N+1, session, sessionRev, rec, p.Session.raw, nil)
 		won, _, err := s.publishAfter(ctx, seatPrep, prep)
 		if err != nil || !won {
 			prep.abort()
@@ -637,18 +661,26 @@ func (s *Store) Advance(ctx context.Context, c *Claim, p Patch) error {
 }
 
 // step publishes next on both keys of c, seat first, fenced on c's
-// revisions. Both heads are checked before anything is published, so a
-// key that moved under the claim stops the step before it starts; a writer
-// that moves the session key after that check still wins its number, and
-// the step then refuses between the keys, as a crash there would.
+// revisions. Both heads are checked before anything is linked (while the
+// temporaries' fsyncs are in flight, on a backend that can say so), so a
+// key that moved under the claim stops the step before it publishes; a
+// writer that moves the session key after that check still wins its
+// number, and the step then refuses between the keys, as a crash there
+// would.
 func (s *Store) step(ctx context.Context, c *Claim, next *Record) error {
 	if err := s.checkSize(next, c.Seat, c.Session); err != nil {
 		return err
 	}
-	for _, k := range []Key{c.Seat, c.Session} {
-		if err := s.fenced(ctx, c, k); err != nil {
-			return err
+	// The checks of both heads: run while the temporaries' fsyncs are in
+	// flight, where the backend can (storage.PrepareRequest.Fence), which
+	// takes them off the step's time.
+	var fenceErr error // the first key's that failed, the seat's first
+	fence := func(k Key) error {
+		err := s.fenced(ctx, c, k)
+		if fenceErr == nil {
+			fenceErr = err
 		}
+		return err
 	}
 	// Only this order matters: both temporaries synced, then seat link,
 	// seat directory fsync, session link, session directory fsync (a
@@ -656,7 +688,14 @@ func (s *Store) step(ctx context.Context, c *Claim, next *Record) error {
 	// a power cut). A writer that moved the session key since the check
 	// above wins its number, and the session link then fails: the link is
 	// the arbiter.
-	seatPrep, prep := s.prepareStep(ctx, c.Seat, c.SeatRev+1, c.Session, c.SessionRev+1, next, nil)
+	seatPrep, prep := s.prepareStep(ctx, c.Seat, c.SeatRev+1, c.Session, c.SessionRev+1, next, nil, fence)
+	if fenceErr != nil {
+		// A claim that lost a key says so, whatever else went wrong
+		// while its revisions were prepared (a full disk, say).
+		seatPrep.abort()
+		prep.abort()
+		return fenceErr
+	}
 	won, linked, err := s.publishAfter(ctx, seatPrep, prep)
 	if linked {
 		// The revision exists even if a barrier stopped the rest: the

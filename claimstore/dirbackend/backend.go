@@ -19,8 +19,9 @@ import (
 
 // Backend is the directory backend: <root>/<kind>/<hash>/r<n>.json on a
 // vfs.FS, the format the reference implementation writes. It implements
-// storage.Backend and the optional storage.Censuser, OwnHeadChecker,
-// HeadAtReader, WalkSyncer, Stager, LayoutChecker and BatchPreparer (and
+// storage.Backend and the optional storage.Censuser, CountedHeader,
+// OwnHeadChecker, HeadAtReader, WalkSyncer, Stager, LayoutChecker and
+// BatchPreparer (and
 // prune's capabilities, in prune.go). Its methods are safe for concurrent
 // use; exclusion between writers, in this process or any other, comes from
 // link(2), not from locks.
@@ -73,6 +74,7 @@ var (
 	_ storage.Stager         = (*Backend)(nil)
 	_ storage.LayoutChecker  = (*Backend)(nil)
 	_ storage.BatchPreparer  = (*Backend)(nil)
+	_ storage.CountedHeader  = (*Backend)(nil)
 )
 
 // Options configure a Backend. A nil *Options means all defaults.
@@ -220,13 +222,33 @@ func (b *Backend) prober(dir string) (func(n uint64) (bool, error), func(name st
 // Head finds the highest revision by probing names rather than listing the
 // directory (probe), then reads it.
 func (b *Backend) Head(ctx context.Context, loc storage.Loc) (uint64, []byte, error) {
+	n, data, _, err := b.CountedHead(ctx, loc)
+	return n, data, err
+}
+
+// CountedHead implements storage.CountedHeader: Head, and a census only
+// where the probe's first look is one — a key whose directory does not
+// exist has no revision at all (the census Census gives it), so a new
+// key's free head needs no second look. Anywhere else the probe sees
+// names, not the whole directory, and the census is nil.
+func (b *Backend) CountedHead(ctx context.Context, loc storage.Loc) (uint64, []byte, *storage.Count, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	lo, distrust, err := b.probe(loc)
+	lo, missing, distrust, err := b.probe(loc)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
+	if missing {
+		return 0, nil, &storage.Count{Base: 1}, nil
+	}
+	lo, data, err := b.readHead(loc, lo, distrust)
+	return lo, data, nil, err
+}
+
+// readHead reads revision lo of loc, the head probe found, as Head returns
+// it.
+func (b *Backend) readHead(loc storage.Loc, lo uint64, distrust error) (uint64, []byte, error) {
 	if distrust != nil {
 		// Even with no revision: whoever else can write here could have
 		// removed them all.
@@ -305,13 +327,13 @@ var linkSeed = maphash.MakeSeed()
 // the format's density (revisions 1..n, no gaps), which the publish
 // protocol keeps; a gap can only come from outside the protocol, and fsck
 // reports it. distrust is the directory's trust problem (see checkDir).
-func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
+func (b *Backend) probe(loc storage.Loc) (n uint64, missing bool, distrust, err error) {
 	dir := b.dir(loc)
 	ok, distrust, err := b.checkKeyDir(dir)
 	if err != nil || !ok {
 		// A missing directory in a kind directory others can write keeps
 		// its distrust: its history may have been removed.
-		return 0, distrust, err
+		return 0, err == nil && distrust == nil, distrust, err
 	}
 	exists, existsName, size, done := b.prober(dir)
 	defer done()
@@ -320,10 +342,10 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 	// and a probe must never land on it: the probe starts at the base.
 	base := uint64(1)
 	if has, err := existsName(BaseName); err != nil {
-		return 0, nil, err
+		return 0, false, nil, err
 	} else if has {
 		if base, err = b.readBase(loc); err != nil {
-			return 0, nil, err
+			return 0, false, nil, err
 		}
 	}
 	b.mu.Lock()
@@ -333,18 +355,18 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 		start := max(lo, base)
 		lo = 0
 		if ok, err := exists(start); err != nil {
-			return 0, nil, err
+			return 0, false, nil, err
 		} else if ok {
 			if lo, err = climb(exists, start); err != nil {
-				return 0, nil, err
+				return 0, false, nil, err
 			}
 		} else if start > base {
 			// The hint is gone: start over from the base.
 			if ok, err := exists(base); err != nil {
-				return 0, nil, err
+				return 0, false, nil, err
 			} else if ok {
 				if lo, err = climb(exists, base); err != nil {
-					return 0, nil, err
+					return 0, false, nil, err
 				}
 			}
 		}
@@ -352,16 +374,16 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 			// A base pointer whose revision is missing: the history it
 			// names was lost (or the pointer planted). Never "no
 			// revisions": the key reads as damaged, at the base.
-			return base, &fs.PathError{Op: "read base", Path: filepath.Join(dir, storage.RevisionName(base)), Err: &storage.DamageError{Reason: fmt.Sprintf("the key's base pointer names revision %d as its oldest, and it is missing; the key reads as held; run claimctl fsck", base)}}, nil
+			return base, false, &fs.PathError{Op: "read base", Path: filepath.Join(dir, storage.RevisionName(base)), Err: &storage.DamageError{Reason: fmt.Sprintf("the key's base pointer names revision %d as its oldest, and it is missing; the key reads as held; run claimctl fsck", base)}}, nil
 		}
 		b.mu.Lock()
 		b.hints[loc] = lo
 		b.mu.Unlock()
-		return lo, distrust, nil
+		return lo, false, distrust, nil
 	}
 	if lo > 0 {
 		if ok, err := exists(lo); err != nil {
-			return 0, nil, err
+			return 0, false, nil, err
 		} else if !ok {
 			lo = 0 // the history shrank: only tampering does that; start over
 		}
@@ -372,7 +394,7 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 		if guess := estimateRevisions(size); guess > 0 {
 			ok, err := exists(guess)
 			if err != nil {
-				return 0, nil, err
+				return 0, false, nil, err
 			}
 			if ok {
 				lo, hi = guess, guess+1
@@ -389,7 +411,7 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 					}
 					ok, err := exists(cand)
 					if err != nil {
-						return 0, nil, err
+						return 0, false, nil, err
 					}
 					if ok {
 						lo = cand
@@ -408,7 +430,7 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 			}
 			ok, err := exists(hi)
 			if err != nil {
-				return 0, nil, err
+				return 0, false, nil, err
 			}
 			if !ok {
 				break
@@ -420,7 +442,7 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 		mid := lo + (hi-lo)/2
 		ok, err := exists(mid)
 		if err != nil {
-			return 0, nil, err
+			return 0, false, nil, err
 		}
 		if ok {
 			lo = mid
@@ -434,7 +456,7 @@ func (b *Backend) probe(loc storage.Loc) (uint64, error, error) {
 	b.mu.Lock()
 	b.hints[loc] = lo
 	b.mu.Unlock()
-	return lo, distrust, nil
+	return lo, false, distrust, nil
 }
 
 // estimateRevisions guesses how many revisions a key directory of the

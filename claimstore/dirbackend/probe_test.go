@@ -13,6 +13,7 @@ import (
 	"github.com/claimstore/claimstore/claimstore"
 	"github.com/claimstore/claimstore/claimstore/storage"
 	"github.com/claimstore/claimstore/claimstore/vfs"
+	"github.com/google/go-cmp/cmp"
 )
 
 // probeCountFS is the OS filesystem whose ProbeDir counts its existence
@@ -96,8 +97,8 @@ func TestProbe(t *testing.T) {
 		calls := 0
 		for _, fsys := range []vfs.FS{probeCountFS{calls: &calls}, lstatCountFS{FS: vfs.OS, calls: &calls}} {
 			b := New(root, &Options{FS: fsys})
-			if n, distrust, err := b.probe(storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("cd", 16)}); n != 0 || distrust != nil || err != nil || calls != 0 {
-				t.Errorf("%T: probe of a key with no directory = %d, %v, %v after %d checks; want 0, nil, nil after none", fsys, n, distrust, err, calls)
+			if n, missing, distrust, err := b.probe(storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("cd", 16)}); n != 0 || !missing || distrust != nil || err != nil || calls != 0 {
+				t.Errorf("%T: probe of a key with no directory = %d, missing %v, %v, %v after %d checks; want 0, missing, nil, nil after none", fsys, n, missing, distrust, err, calls)
 			}
 		}
 	})
@@ -140,7 +141,7 @@ func TestProbe(t *testing.T) {
 					if c.hint > 0 {
 						b.hints[loc] = c.hint
 					}
-					got, distrust, err := b.probe(loc)
+					got, _, distrust, err := b.probe(loc)
 					if distrust != nil {
 						t.Fatalf("distrust: %v", distrust)
 					}
@@ -149,7 +150,7 @@ func TestProbe(t *testing.T) {
 						// takes two checks (the head, the next name), and
 						// one for a base pointer (none here).
 						before := calls
-						again, _, err := b.probe(loc)
+						again, _, _, err := b.probe(loc)
 						if err != nil || again != got {
 							t.Fatalf("second probe = %d, %v; want %d", again, err, got)
 						}
@@ -302,7 +303,7 @@ func TestProbeCompacted(t *testing.T) {
 					if c.hint > 0 {
 						b.hints[loc] = c.hint
 					}
-					got, damage, err := b.probe(loc)
+					got, _, damage, err := b.probe(loc)
 					return got, damage, err, calls
 				}
 				got, damage, err, calls := probe(0)
@@ -334,7 +335,7 @@ func TestProbeCompacted(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, BaseName), []byte(`{"version":1,"kind":"claimstore-base","key":"seat/other","base":3}`), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := New(root, nil).probe(loc); err == nil || !strings.Contains(err.Error(), "not a base pointer of") {
+	if _, _, _, err := New(root, nil).probe(loc); err == nil || !strings.Contains(err.Error(), "not a base pointer of") {
 		t.Errorf("probe with a base pointer of another key: %v; want an error naming it", err)
 	}
 }
@@ -406,5 +407,53 @@ func TestCensusFromBase(t *testing.T) {
 	b = New(root, &Options{FS: lstatCountFS{FS: vfs.OS, calls: &calls}})
 	if top, count, _, err := b.Census(ctx, empty); top != 0 || count != 0 || err != nil {
 		t.Errorf("Census of an empty key = %d, %d, %v", top, count, err)
+	}
+}
+
+// CountedHead brings a census only where its first look settles one: a key
+// with no directory has no revision (the census Census gives it). A key
+// directory, empty or not, gets none (a probe sees names, not the whole
+// directory); a missing directory in a kind directory others can write is
+// distrusted, with no census either.
+func TestCountedHeadOfAMissingKey(t *testing.T) {
+	ctx := context.Background()
+	root := newRoot(t)
+	b := New(root, nil)
+	missing := storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("01", 16)}
+	empty := storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("02", 16)}
+	written := storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("03", 16)}
+	publishOne(t, b, written, 1, "{}\n")
+	if err := os.Mkdir(b.dir(empty), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		loc   storage.Loc
+		n     uint64
+		count *storage.Count
+	}{
+		{missing, 0, &storage.Count{Top: 0, Count: 0, Base: 1}},
+		{empty, 0, nil},
+		{written, 1, nil},
+	} {
+		n, _, count, err := b.CountedHead(ctx, tc.loc)
+		if err != nil || n != tc.n {
+			t.Errorf("%s: CountedHead = r%d, %v; want r%d", tc.loc.Hash, n, err, tc.n)
+		}
+		if diff := cmp.Diff(tc.count, count); diff != "" {
+			t.Errorf("%s: census (-want +got):\n%s", tc.loc.Hash, diff)
+		}
+		if tc.count != nil {
+			top, c, base, err := b.Census(ctx, tc.loc)
+			if diff := cmp.Diff(*tc.count, storage.Count{Top: top, Count: c, Base: base}); err != nil || diff != "" {
+				t.Errorf("%s: the census CountedHead gave is not Census's (%v; -CountedHead +Census):\n%s", tc.loc.Hash, err, diff)
+			}
+		}
+	}
+	if err := os.Chmod(filepath.Join(root, string(storage.KindSeat)), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	n, _, count, err := New(root, nil).CountedHead(ctx, missing)
+	if err == nil || count != nil || n != 0 {
+		t.Errorf("a missing key in a kind directory others can write: r%d, census %v, %v; want an error and no census", n, count, err)
 	}
 }

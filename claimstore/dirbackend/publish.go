@@ -209,7 +209,7 @@ func (b *Backend) fsyncDirs(dirs []string, needs []parentSync) error {
 	for i, d := range order {
 		calls[i] = func() error { errs[i] = b.sync(func() error { return b.fs.SyncDir(d) }); return nil }
 	}
-	b.runAtOnce(calls)
+	b.runAtOnce(calls, nil)
 	for i, err := range errs {
 		if err != nil {
 			return &fs.PathError{Op: "fsync", Path: order[i], Err: err}
@@ -251,8 +251,17 @@ func (b *Backend) owedParents(dirs []string, needs []parentSync) ([]string, uint
 // runAtOnce runs calls at once: all but the last on goroutines of their
 // own, the last on the caller's, which saves a hand-off; one after
 // another, in order, when there is only one or the backend is sequential.
-func (b *Backend) runAtOnce(calls []func() error) {
+// during, if set, runs on the caller's goroutine once the others are
+// started and before the last (first of all where they run in order):
+// work the caller would otherwise do before them, done while they wait
+// on the disk. Starting the last call later costs little: the fsyncs of
+// one disk are served one after another.
+func (b *Backend) runAtOnce(calls []func() error, during func()) {
+	if during == nil {
+		during = func() {}
+	}
 	if len(calls) <= 1 || b.sequential {
+		during()
 		for _, c := range calls {
 			_ = c()
 		}
@@ -266,6 +275,7 @@ func (b *Backend) runAtOnce(calls []func() error) {
 			_ = c()
 		}()
 	}
+	during()
 	_ = calls[len(calls)-1]()
 	wg.Wait()
 }
@@ -329,7 +339,7 @@ type prepared struct {
 }
 
 func (b *Backend) prepare(dir, base string, data []byte, hook func(storage.Barrier) error) (*prepared, error) {
-	p, err := b.stage(dir, base, data, hook, nil, false)
+	p, err := b.stage(dir, base, data, hook, nil, false, false)
 	if err != nil {
 		return nil, err
 	}
@@ -344,13 +354,30 @@ func (b *Backend) prepare(dir, base string, data []byte, hook func(storage.Barri
 // The caller syncs it (syncTemp, or syncBatch with others) before Commit.
 //
 // above and existing are makeDirsIn's: what a batch found above dir, and
-// whether the caller read dir a moment ago.
-func (b *Backend) stage(dir, base string, data []byte, hook func(storage.Barrier) error, above dirsAbove, existing bool) (*prepared, error) {
+// whether the caller read dir a moment ago. fenced says that the caller's
+// fence (storage.PrepareRequest.Fence) will say whether the name is free,
+// before the link: the name is then not looked at here.
+func (b *Backend) stage(dir, base string, data []byte, hook func(storage.Barrier) error, above dirsAbove, existing, fenced bool) (*prepared, error) {
 	if err := b.checkFailed(); err != nil {
 		return nil, err
 	}
 	if hook == nil {
 		hook = func(storage.Barrier) error { return nil }
+	}
+	if fenced {
+		// The fence looks at the key directory only once the temporary
+		// is made in it: look now, so that nothing is made through a
+		// symlink or in a directory the store would not publish into,
+		// and a key removed since is not made again.
+		ok, distrust, err := b.checkKeyDir(dir)
+		switch {
+		case err != nil:
+			return nil, err
+		case distrust != nil:
+			return nil, distrust
+		case !ok:
+			return nil, &fs.PathError{Op: "publish", Path: dir, Err: fs.ErrNotExist}
+		}
 	}
 	needs, err := b.makeDirsIn(dir, above, existing)
 	if err != nil {
@@ -387,7 +414,13 @@ func (b *Backend) stage(dir, base string, data []byte, hook func(storage.Barrier
 	}
 	// A writer that has already lost the race (the name is taken) need not
 	// pay for the fsync: with many racing for one number, all but the
-	// first would wait on the disk for nothing.
+	// first would wait on the disk for nothing. A fenced step's fence
+	// looks at the same name while the fsync runs, where the look costs
+	// no time of its own; a claim's next number is taken only when the
+	// claim was lost, so its fsync is rarely for nothing.
+	if fenced {
+		return p, nil
+	}
 	if _, err := b.fs.Lstat(name); err == nil {
 		p.Abort()
 		return nil, &fs.PathError{Op: "publish", Path: name, Err: storage.ErrRevisionExists}
@@ -444,7 +477,7 @@ func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareReques
 		}
 		staged[i] = p
 	}
-	if err := b.syncBatch(staged, errs); err != nil {
+	if err := b.syncBatch(staged, errs, reqs); err != nil {
 		for i, p := range staged {
 			if p != nil {
 				p.Abort()
@@ -476,12 +509,47 @@ func (b *Backend) stageRequest(ctx context.Context, r storage.PrepareRequest, ab
 	if r.N == 0 || r.N > storage.MaxRevision {
 		return nil, fmt.Errorf("revision %d is out of range 1..%d", r.N, storage.MaxRevision)
 	}
-	p, err := b.stage(b.dir(r.Loc), storage.RevisionName(r.N), r.Data, r.Hook, above, r.Prev != nil && r.N > 1)
+	p, err := b.stage(b.dir(r.Loc), storage.RevisionName(r.N), r.Data, r.Hook, above, r.Prev != nil && r.N > 1, r.Fence != nil)
 	if err != nil {
 		return nil, err
 	}
 	p.loc, p.n = r.Loc, r.N
 	return p, nil
+}
+
+// callFences calls the fence of every request that has one
+// (storage.PrepareRequest.Fence), in order, and returns what each said (nil
+// when every fence passed).
+func callFences(reqs []storage.PrepareRequest) []error {
+	var out []error
+	for i, r := range reqs {
+		if r.Fence == nil {
+			continue
+		}
+		if err := r.Fence(); err != nil {
+			if out == nil {
+				out = make([]error, len(reqs))
+			}
+			out[i] = err
+		}
+	}
+	return out
+}
+
+// failFenced fails each request whose fence failed (fenced[i], from
+// callFences) with its fence's error, in place of any other, discarding
+// what was staged for it.
+func failFenced(staged []*prepared, errs, fenced []error) {
+	for i, err := range fenced {
+		if err == nil {
+			continue
+		}
+		if staged[i] != nil {
+			staged[i].Abort()
+			staged[i] = nil
+		}
+		errs[i] = err
+	}
 }
 
 // syncBatch fsyncs the staged temporaries (nil entries are skipped) and
@@ -490,7 +558,13 @@ func (b *Backend) stageRequest(ctx context.Context, r storage.PrepareRequest, ab
 // failed is discarded: its entry becomes nil and errs says why. The
 // returned error is a parent fsync's, or a failure of an fsync in flight
 // before (see settle): then none of the batch may be published.
-func (b *Backend) syncBatch(staged []*prepared, errs []error) error {
+//
+// The fences of fenced (the batch's requests, staged[i] from fenced[i];
+// nil: none) are called while the fsyncs are in flight (runAtOnce), and a
+// request whose fence failed is discarded with its fence's error before
+// anything else is judged: it meets no temp-synced barrier, and a batch
+// that fails keeps that error for it.
+func (b *Backend) syncBatch(staged []*prepared, errs []error, fenced []storage.PrepareRequest) error {
 	var needs []parentSync
 	for _, p := range staged {
 		if p != nil {
@@ -509,7 +583,9 @@ func (b *Backend) syncBatch(staged []*prepared, errs []error) error {
 	for i, d := range parents {
 		calls = append(calls, func() error { perrs[i] = b.sync(func() error { return b.fs.SyncDir(d) }); return nil })
 	}
-	b.runAtOnce(calls)
+	var fenceErrs []error
+	b.runAtOnce(calls, func() { fenceErrs = callFences(fenced) })
+	failFenced(staged, errs, fenceErrs)
 	for i, p := range staged {
 		if p == nil {
 			continue

@@ -84,6 +84,7 @@ func (b *Backend) publishPart(ctx context.Context, reqs []storage.PrepareRequest
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	failFenced(staged, errs, callFences(reqs))
 	if err := b.syncStaged(staged, errs); err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func (b *Backend) syncStaged(staged []*prepared, errs []error) error {
 		return err
 	}
 	if !ok {
-		return b.syncBatch(staged, errs)
+		return b.syncBatch(staged, errs, nil)
 	}
 	b.recordSynced(parents, start, needs)
 	tempsSynced(staged, errs)

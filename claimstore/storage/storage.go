@@ -475,6 +475,19 @@ type PrepareRequest struct {
 	// the revision is prepared as PrepareOver prepares it (GuardedPublisher).
 	Prev []byte
 	Hook func(Barrier) error
+	// Fence, when set, is the caller's own check that the revision may
+	// still be published (a step's: that the revisions below are still
+	// the claim's heads and the numbers above them free). PrepareBatch
+	// and PublishBatch call every request's Fence exactly once, on the
+	// calling goroutine, after every request of the batch is staged and
+	// before any is linked, whatever its staging's outcome; an error it
+	// returns becomes the request's, in place of any other, and nothing
+	// of the request is then published. The directory backend calls the
+	// fences of a PrepareBatch while its fsyncs are in flight, so that a
+	// step's checks cost no time of their own. A fenced request's name is
+	// not looked at before its fsync: its fence is to say whether the
+	// number is still free (the link decides in the end, as always).
+	Fence func() error
 }
 
 // BatchPreparer is an optional capability: preparing several revisions (a

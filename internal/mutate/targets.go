@@ -34,7 +34,7 @@ var targets = []target{
 	{
 		File: "claimstore/dirbackend/backend.go",
 		Funcs: []string{
-			"Backend.Head", "Backend.probe", "Backend.IsOwnHead", "Backend.census", "climb",
+			"Backend.Head", "Backend.CountedHead", "Backend.readHead", "Backend.probe", "Backend.IsOwnHead", "Backend.census", "climb",
 			"Backend.SyncWalk", "Backend.List", "Backend.checkKeyDir", "Backend.checkDir",
 			"Backend.WriteProof", "Backend.ReadProof",
 		},
@@ -46,6 +46,7 @@ var targets = []target{
 			"Backend.makeDirs", "Backend.aboveKeys", "Backend.makeDirsIn", "Backend.makeDir", "Backend.makeRoot", "Backend.fsyncDirs",
 			"Backend.owedParents", "Backend.runAtOnce", "Backend.recordSynced",
 			"Backend.prepare", "Backend.stage", "prepared.syncTemp", "Backend.PrepareBatch", "Backend.stageRequest", "Backend.syncBatch", "tempsSynced",
+			"callFences", "failFenced",
 			"prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
 		},
 		Tests: dirbackendTests,
@@ -79,7 +80,7 @@ var targets = []target{
 		File: "claimstore/step.go",
 		Funcs: []string{
 			"Store.fenced", "Store.fencedOwn",
-			"Store.publishAfter", "preparing.commit", "Store.noteOwn", "Store.prepareStep", "preparing.encode",
+			"Store.publishAfter", "preparing.commit", "Store.noteOwn", "Store.prepareStep", "failedPrep", "preparing.encodeOne", "preparing.encode",
 			"Store.checkSize", "Record.sizeBound",
 			"Store.step", "Store.Acquire", "Store.Advance", "Store.checkReleaseProof",
 		},
@@ -120,7 +121,7 @@ var targets = []target{
 		// this store wrote them, and a key's directory is the hash of
 		// its JSON.
 		File:  "claimstore/record.go",
-		Funcs: []string{"Record.Marshal", "compact", "encodeString", "proofJSON", "Proof.appendJSON", "Host.appendJSON"},
+		Funcs: []string{"Record.Marshal", "Record.appendBody", "appendTail", "compact", "encodeString", "proofJSON", "Proof.appendJSON", "Host.appendJSON"},
 		Tests: claimstoreTests,
 	},
 	{
