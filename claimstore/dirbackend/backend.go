@@ -179,6 +179,22 @@ func (b *Backend) checkKeyDir(dir string) (exists bool, distrust, err error) {
 	return b.checkDir(dir)
 }
 
+// usable is the outcome of a directory's check (checkDir, checkKeyDir:
+// exists, distrust, err) for an operation op on path in it: the check's
+// failure, the directory's distrust, or fs.ErrNotExist naming path when
+// it is missing; nil when it is there and trusted.
+func usable(exists bool, distrust, err error, op, path string) error {
+	switch {
+	case err != nil:
+		return err
+	case distrust != nil:
+		return distrust
+	case !exists:
+		return &fs.PathError{Op: op, Path: path, Err: fs.ErrNotExist}
+	}
+	return nil
+}
+
 // checkDir verifies that a directory of the root (a kind directory, a key
 // directory, proofs/), if it exists, is a real directory: the store never
 // follows a symlink out of the root. distrust is non-nil when the directory
@@ -651,13 +667,8 @@ func (b *Backend) WriteProof(ctx context.Context, id string, data []byte) error 
 func (b *Backend) ReadProof(ctx context.Context, id string) ([]byte, error) {
 	path := filepath.Join(b.proofDir(), id+".json")
 	ok, distrust, err := b.checkDir(b.proofDir())
-	switch {
-	case err != nil:
+	if err := usable(ok, distrust, err, "read proof", path); err != nil {
 		return nil, err
-	case distrust != nil:
-		return nil, distrust
-	case !ok:
-		return nil, &fs.PathError{Op: "read proof", Path: path, Err: fs.ErrNotExist}
 	}
 	return b.readFile(path)
 }

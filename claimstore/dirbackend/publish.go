@@ -370,13 +370,8 @@ func (b *Backend) stage(dir, base string, data []byte, hook func(storage.Barrier
 		// symlink or in a directory the store would not publish into,
 		// and a key removed since is not made again.
 		ok, distrust, err := b.checkKeyDir(dir)
-		switch {
-		case err != nil:
+		if err := usable(ok, distrust, err, "publish", dir); err != nil {
 			return nil, err
-		case distrust != nil:
-			return nil, distrust
-		case !ok:
-			return nil, &fs.PathError{Op: "publish", Path: dir, Err: fs.ErrNotExist}
 		}
 	}
 	needs, err := b.makeDirsIn(dir, above, existing)

@@ -102,13 +102,8 @@ func (b *Backend) ReadStatus(ctx context.Context, name string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read status", Path: path, Err: errors.New("not a status record name (lowercase letters, digits and '-')")}
 	}
 	ok, distrust, err := b.checkDir(b.statusDir())
-	switch {
-	case err != nil:
+	if err := usable(ok, distrust, err, "read status", path); err != nil {
 		return nil, err
-	case distrust != nil:
-		return nil, distrust
-	case !ok:
-		return nil, &fs.PathError{Op: "read status", Path: path, Err: fs.ErrNotExist}
 	}
 	return b.readFile(path)
 }

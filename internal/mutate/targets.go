@@ -35,7 +35,7 @@ var targets = []target{
 		File: "claimstore/dirbackend/backend.go",
 		Funcs: []string{
 			"Backend.Head", "Backend.CountedHead", "Backend.readHead", "Backend.probe", "Backend.IsOwnHead", "Backend.census", "climb",
-			"Backend.SyncWalk", "Backend.List", "Backend.checkKeyDir", "Backend.checkDir",
+			"Backend.SyncWalk", "Backend.List", "Backend.checkKeyDir", "usable", "Backend.checkDir",
 			"Backend.WriteProof", "Backend.ReadProof",
 		},
 		Tests: dirbackendTests,
