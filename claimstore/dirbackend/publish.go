@@ -32,7 +32,7 @@ import (
 //	         before any is fsynced, then all fsynced at once with the
 //	         parents their directories owe (a step's parents are paid before
 //	         its links, where a journaling filesystem commits them with the
-//	         temporaries).
+//	         temporaries), the caller's fences checked while they run.
 //
 // Only the link waits for the temporary's fsync, and nothing is
 // acknowledged before every fsync it needs returned. A directory's entry is
@@ -452,6 +452,11 @@ func (p *prepared) syncTemp() error {
 // still waits for its own temporary's fsync (Commit is only called on
 // what this returns, after it returned), and nothing is linked here.
 // A parent fsync's failure fails every revision of the batch.
+//
+// The requests' fences (storage.PrepareRequest.Fence) are called on the
+// caller's goroutine while the fsyncs are in flight (syncBatch), before
+// the last of them is issued; a request whose fence fails is discarded
+// with the fence's error.
 func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareRequest) ([]storage.Prepared, []error) {
 	ps := make([]storage.Prepared, len(reqs))
 	errs := make([]error, len(reqs))
