@@ -293,3 +293,38 @@ func TestPrepareBatchFencesWhileSyncsRun(t *testing.T) {
 		t.Errorf("%d fsyncs waited for the fences: they ran after an fsync, not while", n)
 	}
 }
+
+// A PublishBatch whose context is done once its requests are staged fails
+// as a whole: nothing is published, and no fence is called (there is
+// nothing left to check).
+func TestPublishBatchCancelledAfterStagingCallsNoFence(t *testing.T) {
+	b := New(newRoot(t), nil)
+	loc := storage.Loc{Kind: storage.KindSession, Hash: "00000000000000000000000000000031"}
+	publishOne(t, b, loc, 1, "{}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	_, err := b.PublishBatch(ctx, []storage.PrepareRequest{{
+		Loc: loc, N: 2, Data: []byte("{}\n"),
+		Hook: func(bar storage.Barrier) error {
+			if bar == storage.BarrierTempWritten {
+				cancel()
+			}
+			return nil
+		},
+		Fence: func() error { calls++; return nil },
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("a batch cancelled after staging: %v, want context.Canceled", err)
+	}
+	if calls != 0 {
+		t.Errorf("fences called %d times, want none", calls)
+	}
+	revs, _, err := b.List(context.Background(), loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]uint64{1}, revs); diff != "" {
+		t.Errorf("revisions (-want +got):\n%s", diff)
+	}
+}

@@ -480,7 +480,9 @@ type PrepareRequest struct {
 	// the claim's heads and the numbers above them free). PrepareBatch
 	// and PublishBatch call every request's Fence exactly once, on the
 	// calling goroutine, after every request of the batch is staged and
-	// before any is linked, whatever its staging's outcome; an error it
+	// before any is linked, whatever its staging's outcome (a PublishBatch
+	// whose context is done once its requests are staged returns that
+	// error, publishing nothing and calling none); an error it
 	// returns becomes the request's, in place of any other, and nothing
 	// of the request is then published. The directory backend calls the
 	// fences of a PrepareBatch while its fsyncs are in flight, so that a
