@@ -596,6 +596,23 @@ func (b *Backend) sync(f func() error) error {
 	return nil
 }
 
+// syncEach runs fsyncs (n of them) that report an error each, as sync
+// runs one: the first failure is sticky, and each failure wraps
+// storage.ErrSyncFailed.
+func (b *Backend) syncEach(n int, f func() []error) []error {
+	errs := make([]error, n)
+	_ = b.sync(func() error {
+		errs = f()
+		return errors.Join(errs...)
+	})
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = fmt.Errorf("%w: %w", storage.ErrSyncFailed, err)
+		}
+	}
+	return errs
+}
+
 // running returns the fsyncs in flight now.
 func (b *Backend) running() []uint64 {
 	b.mu.Lock()

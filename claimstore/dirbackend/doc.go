@@ -17,6 +17,10 @@
 // and nothing decides on it. Every directory and file under the root must
 // belong to the root's owner and not be writable by others; the root's
 // ancestors are checked as sshd's StrictModes checks them; nothing is read
-// or written through a symlink or opened in a way that can block. See
-// Backend, Open and ARCHITECTURE.md for the protocol and the crash model.
+// or written through a symlink or opened in a way that can block. A
+// batch's fsyncs (a step's two temporaries) are submitted to the kernel
+// at once where the filesystem is the operating system's and the kernel
+// has io_uring (vfs.SyncBatch), and run on goroutines elsewhere; the
+// order of what becomes durable is the same. See Backend, Open and
+// ARCHITECTURE.md for the protocol and the crash model.
 package dirbackend

@@ -12,23 +12,39 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/claimstore/claimstore/claimstore/storage"
 	"github.com/claimstore/claimstore/claimstore/vfs"
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 // A batch's fences (storage.PrepareRequest.Fence) are called once each,
 // after every request is staged and before any temporary is reported
-// synced, concurrent or sequential; a fence that fails fails its own
-// request, in place of any other error, and nothing of that request is
-// left prepared.
+// synced, concurrent or sequential, with the fsyncs on goroutines or
+// submitted at once (the operating system's own temporaries, io_uring); a
+// fence that fails fails its own request, in place of any other error,
+// and nothing of that request is left prepared.
 func TestPrepareBatchCallsEveryFenceOnce(t *testing.T) {
-	for _, sequential := range []bool{false, true} {
-		t.Run(fmt.Sprintf("sequential=%v", sequential), func(t *testing.T) {
+	for _, c := range []struct {
+		sequential, submitted bool
+	}{{false, false}, {true, false}, {false, true}} {
+		t.Run(fmt.Sprintf("sequential=%v,submitted=%v", c.sequential, c.submitted), func(t *testing.T) {
+			sequential := c.sequential
 			var temps, open atomic.Int32
 			var fail atomic.Bool
-			b := New(newRoot(t), &Options{Sequential: sequential, FS: faultyOS{fail: &fail, temps: &temps, open: &open}})
+			var fsys vfs.FS = faultyOS{fail: &fail, temps: &temps, open: &open}
+			if c.submitted {
+				// Temporaries of the operating system's, unwrapped, so
+				// that the batch's fsyncs are submitted at once; what is
+				// left open is counted by the descriptors instead (the
+				// ring needSubmitted set up is the one the batch reuses).
+				fsys = vfs.OS
+				needSubmitted(t)
+			}
+			fds := openFDs(t)
+			b := New(newRoot(t), &Options{Sequential: sequential, FS: fsys})
 			var mu sync.Mutex
 			var events []string
 			note := func(e string) {
@@ -92,10 +108,51 @@ func TestPrepareBatchCallsEveryFenceOnce(t *testing.T) {
 			if open.Load() != 0 {
 				t.Errorf("%d temporaries left open after a fence failed", open.Load())
 			}
+			if n := openFDs(t); n != fds {
+				t.Errorf("%d descriptors open, %d before: temporaries left open", n, fds)
+			}
 			if _, err := os.Lstat(filepath.Join(b.dir(locs[1]), storage.RevisionName(2))); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("the refused request's revision: %v, want none", err)
 			}
 		})
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	names, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(names)
+}
+
+// needSubmitted skips where the kernel refuses io_uring, saying so, and
+// fails instead under CI, whose machine has it. The kernel is asked
+// directly: where it has io_uring, a batch vfs cannot submit is a failure.
+func needSubmitted(t *testing.T) {
+	t.Helper()
+	var params [120]byte // struct io_uring_params
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params[0])), 0)
+	if errno != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("io_uring refused on CI's machine, which has it: %v", errno)
+		}
+		t.Skipf("the kernel refuses io_uring here (%v): the goroutines' path is tested by the other cases", errno)
+	}
+	_ = unix.Close(int(fd))
+	tf, err := vfs.OS.CreateTemp(t.TempDir(), 0o400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf.Close()
+	sb, err := vfs.NewSyncBatch([]vfs.TempFile{tf})
+	if err == nil {
+		err = errors.Join(sb.Sync([]vfs.TempFile{tf}, nil)...)
+	}
+	if err != nil {
+		t.Fatalf("the kernel has io_uring, but a batch cannot be submitted: %v", err)
 	}
 }
 

@@ -560,10 +560,11 @@ func failFenced(staged []*prepared, errs, fenced []error) {
 // before (see settle): then none of the batch may be published.
 //
 // The fences of fenced (the batch's requests, staged[i] from fenced[i];
-// nil: none) are called while the fsyncs are in flight (runAtOnce), and a
-// request whose fence failed is discarded with its fence's error before
-// anything else is judged: it meets no temp-synced barrier, and a batch
-// that fails keeps that error for it.
+// nil: none) are called just before the fsyncs are submitted at once
+// (submitted), or else while they are in flight on goroutines
+// (runAtOnce), and a request whose fence failed is discarded with its
+// fence's error before anything else is judged: it meets no temp-synced
+// barrier, and a batch that fails keeps that error for it.
 func (b *Backend) syncBatch(staged []*prepared, errs []error, fenced []storage.PrepareRequest) error {
 	var needs []parentSync
 	for _, p := range staged {
@@ -573,19 +574,22 @@ func (b *Backend) syncBatch(staged []*prepared, errs []error, fenced []storage.P
 	}
 	parents, start := b.owedParents(nil, needs)
 	before := b.running()
-	var calls []func() error
-	for i, p := range staged {
-		if p != nil {
-			calls = append(calls, func() error { errs[i] = b.sync(p.t.Sync); return nil })
-		}
-	}
 	perrs := make([]error, len(parents))
+	var pcalls []func() error
 	for i, d := range parents {
-		calls = append(calls, func() error { perrs[i] = b.sync(func() error { return b.fs.SyncDir(d) }); return nil })
+		pcalls = append(pcalls, func() error { perrs[i] = b.sync(func() error { return b.fs.SyncDir(d) }); return nil })
 	}
-	var fenceErrs []error
-	b.runAtOnce(calls, func() { fenceErrs = callFences(fenced) })
-	failFenced(staged, errs, fenceErrs)
+	if b.sequential || !b.submitted(staged, errs, fenced, pcalls) {
+		var calls []func() error
+		for i, p := range staged {
+			if p != nil {
+				calls = append(calls, func() error { errs[i] = b.sync(p.t.Sync); return nil })
+			}
+		}
+		var fenceErrs []error
+		b.runAtOnce(append(calls, pcalls...), func() { fenceErrs = callFences(fenced) })
+		failFenced(staged, errs, fenceErrs)
+	}
 	for i, p := range staged {
 		if p == nil {
 			continue
@@ -608,6 +612,48 @@ func (b *Backend) syncBatch(staged []*prepared, errs []error, fenced []storage.P
 	}
 	tempsSynced(staged, errs)
 	return nil
+}
+
+// submitted is syncBatch's fsyncs submitted to the kernel at once
+// (vfs.SyncBatch), where the filesystem allows, and reports whether they
+// were: false, having done nothing, where they cannot be (the caller then
+// runs them on goroutines). The fences of fenced are called first, and the
+// temporaries of those that failed are discarded unsynced: with no
+// goroutine per fsync, work done while the fsyncs run would take the CPU
+// from the kernel's own work of issuing them. The parents' fsyncs (pcalls)
+// run once the temporaries' are submitted.
+func (b *Backend) submitted(staged []*prepared, errs []error, fenced []storage.PrepareRequest, pcalls []func() error) bool {
+	var temps []vfs.TempFile
+	for _, p := range staged {
+		if p != nil {
+			temps = append(temps, p.t)
+		}
+	}
+	if len(temps)+len(pcalls) < 2 {
+		return false
+	}
+	sb, err := vfs.NewSyncBatch(temps)
+	if err != nil {
+		return false
+	}
+	failFenced(staged, errs, callFences(fenced))
+	var live []int
+	temps = temps[:0]
+	for i, p := range staged {
+		if p != nil {
+			live = append(live, i)
+			temps = append(temps, p.t)
+		}
+	}
+	var during func()
+	if len(pcalls) > 0 {
+		during = func() { b.runAtOnce(pcalls, nil) }
+	}
+	serrs := b.syncEach(len(temps), func() []error { return sb.Sync(temps, during) })
+	for j, i := range live {
+		errs[i] = serrs[j]
+	}
+	return true
 }
 
 // tempsSynced meets the temp-synced barrier of each staged temporary (nil

@@ -485,8 +485,11 @@ type PrepareRequest struct {
 	// error, publishing nothing and calling none); an error it
 	// returns becomes the request's, in place of any other, and nothing
 	// of the request is then published. The directory backend calls the
-	// fences of a PrepareBatch while its fsyncs are in flight, so that a
-	// step's checks cost no time of their own. A fenced request's name is
+	// fences of a PrepareBatch once its temporaries are written: just
+	// before their fsyncs are submitted at once (io_uring), fsyncing none
+	// whose fence failed, or, where the fsyncs run on goroutines, while
+	// they are in flight, so that a step's checks take no time of their
+	// own. A fenced request's name is
 	// not looked at before its fsync: its fence is to say whether the
 	// number is still free (the link decides in the end, as always).
 	Fence func() error

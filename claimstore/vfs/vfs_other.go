@@ -13,6 +13,19 @@ import (
 // temporary is named (see CreateNamed).
 func CreateUnnamed(string, fs.FileMode) (TempFile, error) { return nil, errors.ErrUnsupported }
 
+// SyncBatch has no io_uring to submit to off Linux: NewSyncBatch refuses
+// every batch, and callers call Sync of each temporary.
+type SyncBatch struct{}
+
+// NewSyncBatch returns errors.ErrUnsupported off Linux.
+func NewSyncBatch([]TempFile) (*SyncBatch, error) { return nil, errors.ErrUnsupported }
+
+// SyncBatches is 0 off Linux.
+func SyncBatches() uint64 { return 0 }
+
+// Sync is never reached off Linux: NewSyncBatch made no batch.
+func (*SyncBatch) Sync([]TempFile, func()) []error { panic("vfs: no SyncBatch off Linux") }
+
 // syncFS has no syncfs(2) to call off Linux: callers sync each directory.
 func syncFS(string) error { return errors.ErrUnsupported }
 

@@ -37,6 +37,7 @@ var targets = []target{
 			"Backend.Head", "Backend.CountedHead", "Backend.readHead", "Backend.probe", "Backend.IsOwnHead", "Backend.census", "climb",
 			"Backend.SyncWalk", "Backend.List", "Backend.checkKeyDir", "usable", "Backend.checkDir",
 			"Backend.WriteProof", "Backend.ReadProof",
+			"Backend.syncEach",
 		},
 		Tests: dirbackendTests,
 	},
@@ -46,7 +47,7 @@ var targets = []target{
 			"Backend.makeDirs", "Backend.aboveKeys", "Backend.makeDirsIn", "Backend.makeDir", "Backend.makeRoot", "Backend.fsyncDirs",
 			"Backend.owedParents", "Backend.runAtOnce", "Backend.recordSynced",
 			"Backend.prepare", "Backend.stage", "prepared.syncTemp", "Backend.PrepareBatch", "Backend.stageRequest", "Backend.syncBatch", "tempsSynced",
-			"callFences", "failFenced",
+			"callFences", "failFenced", "Backend.submitted",
 			"prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
 		},
 		Tests: dirbackendTests,
@@ -190,5 +191,14 @@ var targets = []target{
 		File:  "internal/safefile/safefile.go",
 		Funcs: []string{"openRead", "OpenRead"},
 		Tests: []string{"./internal/safefile", "./claimstore/vfs"},
+	},
+	{
+		// A batch's fsyncs submitted at once: a mistake here reports an
+		// fsync done that was not, or another's result in its place.
+		File: "claimstore/vfs/uring_linux.go",
+		Funcs: []string{
+			"getRing", "putRing", "newRing", "setupCall", "ring.enter", "ring.fsync", "ring.reap", "NewSyncBatch", "SyncBatch.Sync", "ringsFromEnv",
+		},
+		Tests: []string{"./claimstore/vfs", "./claimstore/dirbackend"},
 	},
 }

@@ -1,0 +1,131 @@
+package dirbackend
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/claimstore/claimstore/claimstore/storage"
+	"github.com/claimstore/claimstore/claimstore/vfs"
+	"github.com/google/go-cmp/cmp"
+)
+
+// syncDirCounted passes everything through to the operating system's
+// filesystem, its temporaries unwrapped (so that a batch's fsyncs can be
+// submitted at once), and notes each directory fsync and whether a batch
+// had been submitted before it began.
+type syncDirCounted struct {
+	vfs.OSFS
+	mu     *sync.Mutex
+	synced *[]string
+}
+
+func (f syncDirCounted) SyncDir(name string) error {
+	f.mu.Lock()
+	*f.synced = append(*f.synced, filepath.Base(name))
+	f.mu.Unlock()
+	return f.OSFS.SyncDir(name)
+}
+
+// A batch of two or more fsyncs of the operating system's temporaries is
+// submitted to the kernel at once (vfs.SyncBatch), with the parents that
+// new key directories owe fsynced beside it, through the filesystem's own
+// SyncDir; a lone fsync, or a wrapper's temporaries, run as before.
+func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
+	needSubmitted(t)
+	var mu sync.Mutex
+	var synced []string
+	b := New(newRoot(t), &Options{FS: syncDirCounted{mu: &mu, synced: &synced}})
+	seat := storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("a1", 16)}
+	session := storage.Loc{Kind: storage.KindSession, Hash: strings.Repeat("b2", 16)}
+	publishOne(t, b, storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("c3", 16)}, 1, "{}\n") // the root and kind directories made
+
+	prepare := func(reqs ...storage.PrepareRequest) {
+		t.Helper()
+		ps, errs := b.PrepareBatch(context.Background(), reqs)
+		for i, p := range ps {
+			if errs[i] != nil {
+				t.Fatalf("request %d: %v", i, errs[i])
+			}
+			if err := p.Commit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// New keys: two temporaries, the seat and session kind directories owed.
+	mu.Lock()
+	synced = nil
+	mu.Unlock()
+	before := vfs.SyncBatches()
+	prepare(storage.PrepareRequest{Loc: seat, N: 1, Data: []byte("{}\n")}, storage.PrepareRequest{Loc: session, N: 1, Data: []byte("{}\n")})
+	if got := vfs.SyncBatches() - before; got != 1 {
+		t.Fatalf("%d batches submitted at once for a step on new keys, want 1", got)
+	}
+	mu.Lock()
+	got := append([]string(nil), synced...)
+	mu.Unlock()
+	// The kind directories (the new keys' parents) beside the batch, then
+	// each key directory after its link.
+	if diff := cmp.Diff([]string{"seat", "session"}, sortedPrefix(got, 2)); diff != "" {
+		t.Errorf("directory fsyncs (-want +got):\n%s\nall: %v", diff, got)
+	}
+
+	// Keys that exist: two temporaries, no parent owed.
+	before = vfs.SyncBatches()
+	prepare(storage.PrepareRequest{Loc: seat, N: 2, Data: []byte("{}\n")}, storage.PrepareRequest{Loc: session, N: 2, Data: []byte("{}\n")})
+	if got := vfs.SyncBatches() - before; got != 1 {
+		t.Fatalf("%d batches submitted at once for a step, want 1", got)
+	}
+	// One temporary alone: fsynced on the caller's goroutine.
+	before = vfs.SyncBatches()
+	prepare(storage.PrepareRequest{Loc: seat, N: 3, Data: []byte("{}\n")})
+	if got := vfs.SyncBatches() - before; got != 0 {
+		t.Fatalf("a lone fsync was submitted as a batch (%d)", got)
+	}
+
+	// A wrapper's temporaries are fsynced through their own Sync.
+	var temps, open atomic.Int32
+	var fail atomic.Bool
+	w := New(newRoot(t), &Options{FS: faultyOS{fail: &fail, temps: &temps, open: &open}})
+	before = vfs.SyncBatches()
+	ps, errs := w.PrepareBatch(context.Background(), []storage.PrepareRequest{{Loc: seat, N: 1, Data: []byte("{}\n")}, {Loc: session, N: 1, Data: []byte("{}\n")}})
+	if errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	for _, p := range ps {
+		p.Abort()
+	}
+	if got := vfs.SyncBatches() - before; got != 0 {
+		t.Fatalf("a wrapper's temporaries were submitted at once (%d batches)", got)
+	}
+}
+
+// sortedPrefix returns the first n of names, sorted.
+func sortedPrefix(names []string, n int) []string {
+	if len(names) < n {
+		return names
+	}
+	out := append([]string(nil), names[:n]...)
+	if out[0] > out[1] {
+		out[0], out[1] = out[1], out[0]
+	}
+	return out
+}
+
+// syncEach makes the first failure of any of its fsyncs sticky, as sync
+// does one's, and wraps each failure with storage.ErrSyncFailed.
+func TestSyncEachFailureIsSticky(t *testing.T) {
+	b := New(newRoot(t), nil)
+	errs := b.syncEach(3, func() []error { return []error{nil, syscall.EIO, nil} })
+	if len(errs) != 3 || errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], storage.ErrSyncFailed) || !errors.Is(errs[1], syscall.EIO) {
+		t.Fatalf("errors %v, want the second alone, wrapping ErrSyncFailed and EIO", errs)
+	}
+	if err := b.checkFailed(); !errors.Is(err, storage.ErrSyncFailed) || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("after a failed fsync of a batch: %v, want ErrSyncFailed naming it", err)
+	}
+}
