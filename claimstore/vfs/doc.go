@@ -16,9 +16,10 @@
 // SyncBatch (Linux) fsyncs a batch of its own temporaries with one io_uring
 // submission and one wait, rather than a goroutine, and a thread blocked
 // in the kernel, per fsync. It takes no other temporary, so a test's
-// wrapper is never bypassed; where the kernel refuses io_uring (too old, a
-// seccomp filter such as a container runtime's default,
-// kernel.io_uring_disabled) or the environment says
+// wrapper is never bypassed; where the kernel refuses io_uring (too old,
+// kernel.io_uring_disabled), the process runs under a seccomp filter (which
+// may kill a caller of io_uring_setup rather than refuse it: a systemd
+// unit's SystemCallFilter=), or the environment says
 // CLAIMSTORE_IO_URING=off, NewSyncBatch refuses and callers fsync on
 // goroutines as before.
 package vfs

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -80,12 +81,14 @@ type ring struct {
 // rings keeps the process's idle rings: setting one up costs three system
 // calls, more than the hand-offs it saves, so a ring is reused by every
 // later batch. off is set for good once the kernel refuses io_uring
-// itself (too old, a seccomp filter, kernel.io_uring_disabled, no
-// permission).
+// itself (too old, kernel.io_uring_disabled, no permission), or the
+// process runs under a seccomp filter (seccompFiltered).
 var rings struct {
 	mu   sync.Mutex
 	idle []*ring
 	off  atomic.Bool
+	// vetted says the seccomp check was made (before the first ring).
+	vetted bool
 }
 
 // IOURingEnv names the environment variable that, set to "off", keeps
@@ -103,11 +106,36 @@ func ringsFromEnv(v string) {
 	}
 }
 
-func getRing() (*ring, error) {
-	if rings.off.Load() {
-		return nil, errors.ErrUnsupported
+// seccompFiltered reports whether a process status (/proc/self/status)
+// says a seccomp filter is installed, or says nothing of it. Under a
+// filter io_uring is not used at all: a filter may kill the process that
+// calls io_uring_setup rather than refuse it (systemd's SystemCallFilter=
+// without SystemCallErrorNumber=, whose @system-service set leaves
+// io_uring out), and a process killed cannot fall back.
+func seccompFiltered(status []byte) bool {
+	for line := range bytes.Lines(status) {
+		if v, ok := bytes.CutPrefix(line, []byte("Seccomp:")); ok {
+			return string(bytes.TrimSpace(v)) != "0"
+		}
 	}
+	return true
+}
+
+// procStatus reads this process's status, for seccompFiltered.
+var procStatus = func() ([]byte, error) { return os.ReadFile("/proc/self/status") }
+
+func getRing() (*ring, error) {
 	rings.mu.Lock()
+	if !rings.vetted {
+		rings.vetted = true
+		if status, err := procStatus(); err != nil || seccompFiltered(status) {
+			rings.off.Store(true)
+		}
+	}
+	if rings.off.Load() {
+		rings.mu.Unlock()
+		return nil, fmt.Errorf("%w: io_uring is off in this process (%s=off, a seccomp filter or an unreadable /proc/self/status, or the kernel refused it)", errors.ErrUnsupported, IOURingEnv)
+	}
 	if n := len(rings.idle); n > 0 {
 		r := rings.idle[n-1]
 		rings.idle = rings.idle[:n-1]
@@ -313,8 +341,8 @@ type SyncBatch struct{ r *ring }
 // nothing, where that cannot be done: a temp this package did not make (a
 // test's wrapper, whose Sync must run: the caller then calls Sync of
 // each), more temps than one submission holds, no io_uring (an old
-// kernel, a seccomp filter such as a container runtime's default,
-// kernel.io_uring_disabled, IOURingEnv).
+// kernel, kernel.io_uring_disabled, a seccomp filter on the process,
+// IOURingEnv).
 func NewSyncBatch(temps []TempFile) (*SyncBatch, error) {
 	if len(temps) > ringEntries {
 		return nil, fmt.Errorf("%w: %d fsyncs, more than the %d of one submission", errors.ErrUnsupported, len(temps), ringEntries)

@@ -18,17 +18,23 @@ import (
 // fails to set up where the kernel would is a failure, not a skip.
 func needRing(t *testing.T) {
 	t.Helper()
+	needKernelRing(t)
+	r, err := getRing()
+	if err != nil {
+		t.Fatalf("the kernel has io_uring, but no ring was set up: %v", err)
+	}
+	putRing(r)
+}
+
+// needKernelRing is needRing's question to the kernel alone.
+func needKernelRing(t *testing.T) {
+	t.Helper()
 	if err := kernelHasIOURing(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("io_uring refused on CI's machine, which has it: %v", err)
 		}
 		t.Skipf("the kernel refuses io_uring here (%v): SyncBatch is not used, and the directory backend's tests cover the goroutines' path", err)
 	}
-	r, err := getRing()
-	if err != nil {
-		t.Fatalf("the kernel has io_uring, but no ring was set up: %v", err)
-	}
-	putRing(r)
 }
 
 // kernelHasIOURing asks the kernel for a ring of one entry, and closes it.
@@ -49,7 +55,7 @@ func withRings(t *testing.T) {
 	rings.idle = nil
 	rings.mu.Unlock()
 	off := rings.off.Load()
-	setup, call, enter, mmap := ringSetup, ringSetupCall, ringEnter, ringMmap
+	setup, call, enter, mmap, status := ringSetup, ringSetupCall, ringEnter, ringMmap, procStatus
 	t.Cleanup(func() {
 		rings.mu.Lock()
 		for _, r := range rings.idle {
@@ -58,7 +64,7 @@ func withRings(t *testing.T) {
 		rings.idle = idle
 		rings.mu.Unlock()
 		rings.off.Store(off)
-		ringSetup, ringSetupCall, ringEnter, ringMmap = setup, call, enter, mmap
+		ringSetup, ringSetupCall, ringEnter, ringMmap, procStatus = setup, call, enter, mmap, status
 	})
 }
 
@@ -561,5 +567,67 @@ func TestSetupCallReportsErrors(t *testing.T) {
 	if fd, err := setupCall(0, &p); err == nil || fd != -1 {
 		_ = unix.Close(fd)
 		t.Fatalf("a ring of no entries: fd %d, %v; want an error", fd, err)
+	}
+}
+
+// TestSeccompFiltered: a status with a seccomp filter (mode 2), in strict
+// mode (1), or saying nothing of seccomp counts as filtered; only mode 0
+// does not.
+func TestSeccompFiltered(t *testing.T) {
+	for status, want := range map[string]bool{
+		"Name:\tclaimctl\nSeccomp:\t0\nSeccomp_filters:\t0\n": false,
+		"Name:\tclaimctl\nSeccomp:\t2\nSeccomp_filters:\t1\n": true,
+		"Seccomp:\t1\n":         true,
+		"Name:\tclaimctl\n":     true,
+		"":                      true,
+		"Seccomp_filters:\t0\n": true,
+	} {
+		if got := seccompFiltered([]byte(status)); got != want {
+			t.Errorf("%q: filtered %v, want %v", status, got, want)
+		}
+	}
+}
+
+// TestNoRingUnderASeccompFilter: under a seccomp filter, or where the
+// process's status cannot be read, no ring is ever set up (a filter may
+// kill the caller of io_uring_setup): io_uring is off for the process.
+func TestNoRingUnderASeccompFilter(t *testing.T) {
+	withRings(t)
+	temps := written(t, 2)
+	for name, status := range map[string]func() ([]byte, error){
+		"filtered":   func() ([]byte, error) { return []byte("Seccomp:\t2\n"), nil },
+		"unreadable": func() ([]byte, error) { return nil, fs.ErrPermission },
+	} {
+		rings.mu.Lock()
+		rings.vetted = false
+		rings.mu.Unlock()
+		rings.off.Store(false)
+		procStatus = status
+		setups := 0
+		ringSetup = func() (*ring, error) { setups++; return newRing() }
+		if _, err := NewSyncBatch(temps); !errors.Is(err, errors.ErrUnsupported) || setups != 0 || !rings.off.Load() {
+			t.Errorf("%s: %v after %d ring setups (off for good: %v)", name, err, setups, rings.off.Load())
+		}
+		if _, err := NewSyncBatch(temps); !errors.Is(err, errors.ErrUnsupported) || setups != 0 {
+			t.Errorf("%s, again: %v after %d ring setups", name, err, setups)
+		}
+	}
+	// Unfiltered, it is looked at once.
+	rings.mu.Lock()
+	rings.vetted = false
+	rings.mu.Unlock()
+	rings.off.Store(false)
+	reads := 0
+	procStatus = func() ([]byte, error) { reads++; return []byte("Seccomp:\t0\n"), nil }
+	needKernelRing(t)
+	for range 3 {
+		sb, err := NewSyncBatch(temps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.Sync(temps, nil)
+	}
+	if reads != 1 {
+		t.Errorf("the process's status was read %d times, want once", reads)
 	}
 }
