@@ -596,11 +596,10 @@ func (b *Backend) sync(f func() error) error {
 	return nil
 }
 
-// syncEach runs fsyncs (n of them) that report an error each, as sync
-// runs one: the first failure is sticky, and each failure wraps
-// storage.ErrSyncFailed.
-func (b *Backend) syncEach(n int, f func() []error) []error {
-	errs := make([]error, n)
+// syncEach runs fsyncs that report an error each, as sync runs one: the
+// first failure is sticky, and each failure wraps storage.ErrSyncFailed.
+func (b *Backend) syncEach(f func() []error) []error {
+	var errs []error
 	_ = b.sync(func() error {
 		errs = f()
 		return errors.Join(errs...)

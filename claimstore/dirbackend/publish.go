@@ -32,7 +32,8 @@ import (
 //	         before any is fsynced, then all fsynced at once with the
 //	         parents their directories owe (a step's parents are paid before
 //	         its links, where a journaling filesystem commits them with the
-//	         temporaries), the caller's fences checked while they run.
+//	         temporaries), the caller's fences checked just before
+//	         (submitted at once) or while they run (on goroutines).
 //
 // Only the link waits for the temporary's fsync, and nothing is
 // acknowledged before every fsync it needs returned. A directory's entry is
@@ -454,9 +455,11 @@ func (p *prepared) syncTemp() error {
 // A parent fsync's failure fails every revision of the batch.
 //
 // The requests' fences (storage.PrepareRequest.Fence) are called on the
-// caller's goroutine while the fsyncs are in flight (syncBatch), before
-// the last of them is issued; a request whose fence fails is discarded
-// with the fence's error.
+// caller's goroutine once every temporary is written (syncBatch): just
+// before the fsyncs are submitted at once, or, where they run on
+// goroutines, while they are in flight, before the last of them is
+// issued; a request whose fence fails is discarded with the fence's
+// error.
 func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareRequest) ([]storage.Prepared, []error) {
 	ps := make([]storage.Prepared, len(reqs))
 	errs := make([]error, len(reqs))
@@ -623,12 +626,7 @@ func (b *Backend) syncBatch(staged []*prepared, errs []error, fenced []storage.P
 // from the kernel's own work of issuing them. The parents' fsyncs (pcalls)
 // run once the temporaries' are submitted.
 func (b *Backend) submitted(staged []*prepared, errs []error, fenced []storage.PrepareRequest, pcalls []func() error) bool {
-	var temps []vfs.TempFile
-	for _, p := range staged {
-		if p != nil {
-			temps = append(temps, p.t)
-		}
-	}
+	_, temps := liveTemps(staged)
 	if len(temps)+len(pcalls) < 2 {
 		return false
 	}
@@ -637,23 +635,28 @@ func (b *Backend) submitted(staged []*prepared, errs []error, fenced []storage.P
 		return false
 	}
 	failFenced(staged, errs, callFences(fenced))
-	var live []int
-	temps = temps[:0]
+	live, temps := liveTemps(staged)
+	var during func()
+	if len(pcalls) > 0 {
+		during = func() { b.runAtOnce(pcalls, nil) }
+	}
+	serrs := b.syncEach(func() []error { return sb.Sync(temps, during) })
+	for j, i := range live {
+		errs[i] = serrs[j]
+	}
+	return true
+}
+
+// liveTemps returns the indexes of staged's entries that are not nil, and
+// their temporaries.
+func liveTemps(staged []*prepared) (live []int, temps []vfs.TempFile) {
 	for i, p := range staged {
 		if p != nil {
 			live = append(live, i)
 			temps = append(temps, p.t)
 		}
 	}
-	var during func()
-	if len(pcalls) > 0 {
-		during = func() { b.runAtOnce(pcalls, nil) }
-	}
-	serrs := b.syncEach(len(temps), func() []error { return sb.Sync(temps, during) })
-	for j, i := range live {
-		errs[i] = serrs[j]
-	}
-	return true
+	return live, temps
 }
 
 // tempsSynced meets the temp-synced barrier of each staged temporary (nil

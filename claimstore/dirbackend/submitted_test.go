@@ -121,7 +121,7 @@ func sortedPrefix(names []string, n int) []string {
 // does one's, and wraps each failure with storage.ErrSyncFailed.
 func TestSyncEachFailureIsSticky(t *testing.T) {
 	b := New(newRoot(t), nil)
-	errs := b.syncEach(3, func() []error { return []error{nil, syscall.EIO, nil} })
+	errs := b.syncEach(func() []error { return []error{nil, syscall.EIO, nil} })
 	if len(errs) != 3 || errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], storage.ErrSyncFailed) || !errors.Is(errs[1], syscall.EIO) {
 		t.Fatalf("errors %v, want the second alone, wrapping ErrSyncFailed and EIO", errs)
 	}

@@ -92,9 +92,9 @@ var rings struct {
 }
 
 // IOURingEnv names the environment variable that, set to "off", keeps
-// this process from using io_uring at all (SyncTemps then refuses every
-// batch, and callers fsync on goroutines): for an operator whose kernel
-// misbehaves with it.
+// this process from using io_uring at all (NewSyncBatch then refuses
+// every batch, and callers fsync on goroutines): for an operator whose
+// kernel misbehaves with it.
 const IOURingEnv = "CLAIMSTORE_IO_URING"
 
 func init() { ringsFromEnv(os.Getenv(IOURingEnv)) }

@@ -47,7 +47,7 @@ var targets = []target{
 			"Backend.makeDirs", "Backend.aboveKeys", "Backend.makeDirsIn", "Backend.makeDir", "Backend.makeRoot", "Backend.fsyncDirs",
 			"Backend.owedParents", "Backend.runAtOnce", "Backend.recordSynced",
 			"Backend.prepare", "Backend.stage", "prepared.syncTemp", "Backend.PrepareBatch", "Backend.stageRequest", "Backend.syncBatch", "tempsSynced",
-			"callFences", "failFenced", "Backend.submitted",
+			"callFences", "failFenced", "Backend.submitted", "liveTemps",
 			"prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
 		},
 		Tests: dirbackendTests,
