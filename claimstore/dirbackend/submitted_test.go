@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,7 +58,9 @@ func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
 			}
 		}
 	}
-	// New keys: two temporaries, the seat and session kind directories owed.
+	// New keys: two temporaries; owed are the seat kind directory (for the
+	// new seat key), the session kind directory (for the new session key)
+	// and the root (for the new session kind directory).
 	mu.Lock()
 	synced = nil
 	mu.Unlock()
@@ -69,9 +72,13 @@ func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
 	mu.Lock()
 	got := append([]string(nil), synced...)
 	mu.Unlock()
-	// The kind directories (the new keys' parents) beside the batch, then
-	// each key directory after its link.
-	if diff := cmp.Diff([]string{"seat", "session"}, sortedPrefix(got, 2)); diff != "" {
+	// The parents beside the batch, in no set order (they run on
+	// goroutines), then each key directory after its link.
+	want := [][]string{{"claims", "seat", "session"}, {seat.Hash, session.Hash}}
+	if len(got) != 5 {
+		t.Fatalf("directory fsyncs %v, want the three parents then the two key directories", got)
+	}
+	if diff := cmp.Diff(want, [][]string{sorted(got[:3]), sorted(got[3:])}); diff != "" {
 		t.Errorf("directory fsyncs (-want +got):\n%s\nall: %v", diff, got)
 	}
 
@@ -105,15 +112,10 @@ func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
 	}
 }
 
-// sortedPrefix returns the first n of names, sorted.
-func sortedPrefix(names []string, n int) []string {
-	if len(names) < n {
-		return names
-	}
-	out := append([]string(nil), names[:n]...)
-	if out[0] > out[1] {
-		out[0], out[1] = out[1], out[0]
-	}
+// sorted returns a sorted copy of names.
+func sorted(names []string) []string {
+	out := append([]string(nil), names...)
+	slices.Sort(out)
 	return out
 }
 
