@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -343,11 +344,15 @@ func TestRingFailures(t *testing.T) {
 		t.Fatal("a ring whose submission failed was kept")
 	}
 
+	// The submission is only pretended (the kernel is not called), so
+	// that no completion can arrive before the wait: the kernel's fsyncs
+	// may finish before reap's first look, and a wait never made cannot
+	// fail. The ring is closed with its entries unread.
 	ringEnter = func(r *ring, submit, wait uint32) (int, error) {
 		if submit == 0 {
 			return 0, unix.EFAULT
 		}
-		return real(r, submit, 0)
+		return int(submit), nil
 	}
 	errs, err = syncAll(temps, func() {})
 	if err != nil || len(errs) != 3 {
@@ -417,8 +422,10 @@ func TestRingCallsTheKernelOnceOrTwice(t *testing.T) {
 	if errs, err := syncAll(temps, nil); err != nil || errors.Join(errs...) != nil {
 		t.Fatal(errs, err)
 	}
-	if len(calls) != 1 || calls[0] != (call{2, 2}) {
-		t.Errorf("nothing between: calls %v, want one submitting 2 and waiting for 2", calls)
+	// A wait interrupted after the submission returns early; what follows
+	// is only waits.
+	if len(calls) == 0 || calls[0] != (call{2, 2}) || slices.ContainsFunc(calls[1:], func(c call) bool { return c.submit != 0 }) {
+		t.Errorf("nothing between: calls %v, want one submitting 2 and waiting for 2 (then waits only, if interrupted)", calls)
 	}
 	calls = nil
 	var during []call
