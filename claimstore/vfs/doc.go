@@ -17,7 +17,8 @@
 // submission and one wait, rather than a goroutine, and a thread blocked
 // in the kernel, per fsync. It takes no other temporary, so a test's
 // wrapper is never bypassed; where the kernel refuses io_uring (too old,
-// kernel.io_uring_disabled), the process runs under a seccomp filter (which
+// kernel.io_uring_disabled, or three ring setups failing in a row, as
+// where rings are charged to a small RLIMIT_MEMLOCK), the process runs under a seccomp filter (which
 // may kill a caller of io_uring_setup rather than refuse it: a systemd
 // unit's SystemCallFilter=), or the environment says
 // CLAIMSTORE_IO_URING=off, NewSyncBatch refuses and callers fsync on

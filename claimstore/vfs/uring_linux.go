@@ -81,15 +81,25 @@ type ring struct {
 // rings keeps the process's idle rings: setting one up costs three system
 // calls, more than the hand-offs it saves, so a ring is reused by every
 // later batch. off is set for good once the kernel refuses io_uring
-// itself (too old, kernel.io_uring_disabled, no permission), or the
-// process runs under a seccomp filter (seccompFiltered).
+// itself (too old, kernel.io_uring_disabled, no permission), rings could
+// not be set up maxSetupFailures times in a row, or the process runs
+// under a seccomp filter (seccompFiltered).
 var rings struct {
 	mu   sync.Mutex
 	idle []*ring
 	off  atomic.Bool
 	// vetted says the seccomp check was made (before the first ring).
 	vetted bool
+	// failed counts the ring setups that failed in a row for a reason
+	// that may pass (ENOMEM, EMFILE): after maxSetupFailures, io_uring is
+	// off, so that a kernel that charges rings to RLIMIT_MEMLOCK (before
+	// 5.12) does not cost a failed setup on every batch for good.
+	failed int
 }
+
+// maxSetupFailures is how many ring setups may fail in a row, for a
+// reason that may pass, before io_uring is turned off for the process.
+const maxSetupFailures = 3
 
 // IOURingEnv names the environment variable that, set to "off", keeps
 // this process from using io_uring at all (NewSyncBatch then refuses
@@ -144,12 +154,16 @@ func getRing() (*ring, error) {
 	}
 	rings.mu.Unlock()
 	r, err := ringSetup()
+	rings.mu.Lock()
+	defer rings.mu.Unlock()
 	if err != nil {
-		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EINVAL) || errors.Is(err, errors.ErrUnsupported) {
+		rings.failed++
+		if rings.failed >= maxSetupFailures || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EINVAL) || errors.Is(err, errors.ErrUnsupported) {
 			rings.off.Store(true)
 		}
 		return nil, fmt.Errorf("%w: io_uring: %w", errors.ErrUnsupported, err)
 	}
+	rings.failed = 0
 	return r, nil
 }
 

@@ -54,6 +54,8 @@ func withRings(t *testing.T) {
 	rings.mu.Lock()
 	idle := rings.idle
 	rings.idle = nil
+	failed := rings.failed
+	rings.failed = 0
 	rings.mu.Unlock()
 	off := rings.off.Load()
 	setup, call, enter, mmap, status := ringSetup, ringSetupCall, ringEnter, ringMmap, procStatus
@@ -62,7 +64,7 @@ func withRings(t *testing.T) {
 		for _, r := range rings.idle {
 			r.close()
 		}
-		rings.idle = idle
+		rings.idle, rings.failed = idle, failed
 		rings.mu.Unlock()
 		rings.off.Store(off)
 		ringSetup, ringSetupCall, ringEnter, ringMmap, procStatus = setup, call, enter, mmap, status
@@ -283,6 +285,51 @@ func TestKernelRefusingIOURing(t *testing.T) {
 		if !rings.off.Load() {
 			t.Errorf("%v from io_uring_setup left io_uring on", errno)
 		}
+	}
+}
+
+// TestSetupFailingInARowTurnsIOURingOff: a setup that fails for a
+// reason that may pass (ENOMEM, EMFILE) leaves io_uring on, unless
+// maxSetupFailures fail in a row: a kernel that charges rings to
+// RLIMIT_MEMLOCK would otherwise cost a failed setup on every batch. A
+// ring set up between starts the count again.
+func TestSetupFailingInARowTurnsIOURingOff(t *testing.T) {
+	withRings(t)
+	temps := written(t, 2)
+	rings.off.Store(false)
+	fail := func(errno unix.Errno) {
+		t.Helper()
+		ringSetup = func() (*ring, error) { return nil, errno }
+		if _, err := NewSyncBatch(temps); !errors.Is(err, errno) {
+			t.Fatalf("setup failing with %v: NewSyncBatch returned %v", errno, err)
+		}
+	}
+	for range maxSetupFailures - 1 {
+		fail(unix.ENOMEM)
+	}
+	if rings.off.Load() {
+		t.Fatalf("%d failed setups turned io_uring off, want %d", maxSetupFailures-1, maxSetupFailures)
+	}
+	// A ring set up (here one with no descriptor, closed at once) starts
+	// the count again.
+	ringSetup = func() (*ring, error) { return &ring{fd: -1}, nil }
+	sb, err := NewSyncBatch(temps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.r.close()
+	for range maxSetupFailures - 1 {
+		fail(unix.EMFILE)
+	}
+	if rings.off.Load() {
+		t.Fatal("failed setups on both sides of a ring set up turned io_uring off")
+	}
+	fail(unix.ENOMEM)
+	if !rings.off.Load() {
+		t.Fatalf("%d setups failed in a row and io_uring stayed on", maxSetupFailures)
+	}
+	if _, err := NewSyncBatch(temps); !errors.Is(err, errors.ErrUnsupported) || errors.Is(err, unix.ENOMEM) {
+		t.Fatalf("after io_uring was turned off: %v, want the refusal of a process with io_uring off", err)
 	}
 }
 
@@ -534,7 +581,12 @@ func TestRingSetupFailures(t *testing.T) {
 	}
 	ringMmap = real
 
-	// io_uring_setup itself failing (out of descriptors): this batch only.
+	// io_uring_setup itself failing (out of descriptors): this batch only
+	// (the count of failures in a row started again: the two above were
+	// failures too).
+	rings.mu.Lock()
+	rings.failed = 0
+	rings.mu.Unlock()
 	ringSetupCall = func(uint32, *ringParams) (int, error) { return -1, unix.EMFILE }
 	if _, err := NewSyncBatch(temps); !errors.Is(err, errors.ErrUnsupported) || !errors.Is(err, unix.EMFILE) || rings.off.Load() {
 		t.Fatalf("io_uring_setup failing with EMFILE: %v (io_uring off for good: %v)", err, rings.off.Load())
