@@ -144,7 +144,7 @@ func getRing() (*ring, error) {
 	}
 	if rings.off.Load() {
 		rings.mu.Unlock()
-		return nil, fmt.Errorf("%w: io_uring is off in this process (%s=off, a seccomp filter or an unreadable /proc/self/status, or the kernel refused it)", errors.ErrUnsupported, IOURingEnv)
+		return nil, fmt.Errorf("%w: io_uring is off in this process (%s=off, a seccomp filter or an unreadable /proc/self/status, the kernel refused it, or %d ring setups failed in a row)", errors.ErrUnsupported, IOURingEnv, maxSetupFailures)
 	}
 	if n := len(rings.idle); n > 0 {
 		r := rings.idle[n-1]
