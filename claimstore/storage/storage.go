@@ -482,16 +482,16 @@ type PrepareRequest struct {
 	// calling goroutine, after every request of the batch is staged and
 	// before any is linked, whatever its staging's outcome (a PublishBatch
 	// whose context is done once its requests are staged returns that
-	// error, publishing nothing and calling none); an error it
-	// returns becomes the request's, in place of any other, and nothing
-	// of the request is then published. The directory backend calls the
-	// fences of a PrepareBatch once its temporaries are written: just
-	// before their fsyncs are submitted at once (io_uring), fsyncing none
-	// whose fence failed, or, where the fsyncs run on goroutines, while
-	// they are in flight, so that a step's checks take no time of their
-	// own. A fenced request's name is
-	// not looked at before its fsync: its fence is to say whether the
-	// number is still free (the link decides in the end, as always).
+	// error, publishing nothing and calling none); an error it returns
+	// becomes the request's, in place of any other, and nothing of the
+	// request is then published. The directory backend calls the fences
+	// of a PrepareBatch once its temporaries are written: just before
+	// their fsyncs are submitted at once (io_uring), fsyncing none whose
+	// fence failed; or, where the fsyncs run on goroutines, while they
+	// are in flight, so that the checks take no time of their own there.
+	// A fenced request's name is not looked at before its fsync: its
+	// fence is to say whether the number is still free (the link decides
+	// in the end, as always).
 	Fence func() error
 }
 
