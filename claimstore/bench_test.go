@@ -133,6 +133,10 @@ func BenchmarkLifecycle(b *testing.B) {
 			if err := os.Mkdir(dir, 0o700); err != nil {
 				b.Fatal(err)
 			}
+			// The new directory itself, then its entry.
+			if err := vfs.OS.SyncDir(dir); err != nil {
+				b.Fatal(err)
+			}
 			if err := vfs.OS.SyncDir(filepath.Dir(dir)); err != nil {
 				b.Fatal(err)
 			}
@@ -247,9 +251,10 @@ func overlappedLifecycle(b *testing.B, dir string, i int, data []byte, mark func
 		mark(n, phaseWritten)
 		syncs := []func() error{temps[0].Sync, temps[1].Sync}
 		if n == 1 {
-			// The new key directories' entries, beside the data.
+			// The new key directories, and their entries, beside the
+			// data.
 			for _, d := range dirs {
-				syncs = append(syncs, func() error { return vfs.OS.SyncDir(filepath.Dir(d)) })
+				syncs = append(syncs, func() error { return vfs.OS.SyncDir(d) }, func() error { return vfs.OS.SyncDir(filepath.Dir(d)) })
 			}
 		}
 		if err := syncAtOnce(syncs); err != nil {
@@ -704,18 +709,30 @@ func writeSync(t vfs.TempFile, data []byte) error {
 	return t.Sync()
 }
 
-// commitBench is the second half of a publish, for benchmarks: t linked as
-// revision n of dir, closed, and dir fsynced.
+// commitBench is the second half of a publish, for benchmarks, as the
+// directory backend makes it: t linked as revision n of dir; then, where
+// t had no name (vfs.LinkSyncer), t and dir fsynced at once and t closed,
+// else t closed (its name dropped) and dir fsynced.
 func commitBench(b *testing.B, t vfs.TempFile, dir string, n uint64) {
 	b.Helper()
 	if err := t.Link(filepath.Join(dir, RevisionName(n))); err != nil {
 		b.Fatal(err)
 	}
-	if err := t.Close(); err != nil {
+	syncs := []func() error{func() error { return vfs.OS.SyncDir(dir) }}
+	ls, unnamed := t.(vfs.LinkSyncer)
+	if unnamed {
+		syncs = append([]func() error{ls.SyncLink}, syncs...)
+	} else if err := t.Close(); err != nil {
+		// A named temporary's name goes before the directory's fsync.
 		b.Fatal(err)
 	}
-	if err := vfs.OS.SyncDir(dir); err != nil {
+	if err := syncAtOnce(syncs); err != nil {
 		b.Fatal(err)
+	}
+	if unnamed {
+		if err := t.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -725,7 +725,10 @@ func (b *Backend) SyncWalk(ctx context.Context, heads map[storage.Loc]uint64) er
 	if err != nil {
 		return err
 	}
-	if err := b.fsyncDirs(nil, needs); err != nil {
+	// The root's own contents are on its filesystem: the syncfs below
+	// makes them durable, or without it each key's Sync, which fsyncs the
+	// root as the parent of the kind directories.
+	if err := b.fsyncOwed(nil, needs, nil, false); err != nil {
 		return err
 	}
 	err = b.fs.SyncFS(b.root)

@@ -18,7 +18,7 @@ import (
 // methods that reach it.
 type countingOS struct {
 	vfs.OSFS
-	probes, scans, stats, locks *atomic.Int32
+	probes, scans, stats, locks, linkSyncs *atomic.Int32
 }
 
 func (f countingOS) Lock(dir string, exclusive bool) (func() error, error) {
@@ -41,17 +41,23 @@ func (f countingOS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, erro
 	if err != nil {
 		return nil, err
 	}
-	return statCounted{t.(tempStater), f.stats}, nil
+	return statCounted{t.(tempStater), f.stats, f.linkSyncs}, nil
 }
 
 type tempStater interface {
 	vfs.TempFile
 	vfs.FileStater
+	vfs.LinkSyncer
 }
 
 type statCounted struct {
 	tempStater
-	stats *atomic.Int32
+	stats, linkSyncs *atomic.Int32
+}
+
+func (t statCounted) SyncLink() error {
+	t.linkSyncs.Add(1)
+	return t.tempStater.SyncLink()
 }
 
 func (t statCounted) Stat() (fs.FileInfo, error) {
@@ -65,13 +71,14 @@ func (t statCounted) Stat() (fs.FileInfo, error) {
 // held head, a fence), ScanDir (a free head's confirming listing), the
 // temporary's Stat (what a publish links) and Lock (the prune lock a
 // publish over a head holds shared, which without it would hold within
-// this process only), through errorfs.
+// this process only) and the temporary's SyncLink (the link count of what
+// a publish linked), through errorfs.
 func TestErrorfsPassesOptionalMethodsThrough(t *testing.T) {
-	var probes, scans, stats, locks atomic.Int32
-	inner := countingOS{probes: &probes, scans: &scans, stats: &stats, locks: &locks}
+	var probes, scans, stats, locks, linkSyncs atomic.Int32
+	inner := countingOS{probes: &probes, scans: &scans, stats: &stats, locks: &locks, linkSyncs: &linkSyncs}
 	runLifecycle(t, New(newRoot(t), &Options{FS: errorfs.Wrap(inner)}))
-	if probes.Load() == 0 || scans.Load() == 0 || stats.Load() == 0 || locks.Load() == 0 {
-		t.Errorf("through errorfs: %d ProbeDir, %d ScanDir, %d Stat, %d Lock calls reached the OS filesystem; want some of each", probes.Load(), scans.Load(), stats.Load(), locks.Load())
+	if probes.Load() == 0 || scans.Load() == 0 || stats.Load() == 0 || locks.Load() == 0 || linkSyncs.Load() == 0 {
+		t.Errorf("through errorfs: %d ProbeDir, %d ScanDir, %d Stat, %d Lock and %d SyncLink calls reached the OS filesystem; want some of each", probes.Load(), scans.Load(), stats.Load(), locks.Load(), linkSyncs.Load())
 	}
 }
 

@@ -25,9 +25,10 @@ import (
 //	Commit:  link the temporary to r<n>.json (exclusive), drop the
 //	         temporary's name, then fsync the key directory together with
 //	         every parent whose entry of a directory made (or first used)
-//	         on the way is not yet durable — concurrently, and only once the
-//	         link is won, so a writer that loses the race pays no parent
-//	         fsync at all.
+//	         on the way is not yet durable, and the file itself where the
+//	         link gave it its first (vfs.LinkSyncer: an O_TMPFILE's link
+//	         count) — concurrently, and only once the link is won, so a
+//	         writer that loses the race pays no parent fsync at all.
 //	PrepareBatch: Prepare for several revisions, each temporary written
 //	         before any is fsynced, then all fsynced at once with the
 //	         parents their directories owe (a step's parents are paid before
@@ -203,17 +204,44 @@ func (b *Backend) makeRoot() error {
 // fsyncDirs fsyncs dirs, and the parents that needs still owe, all at once,
 // and records what became durable. A failure is sticky (storage.ErrSyncFailed).
 func (b *Backend) fsyncDirs(dirs []string, needs []parentSync) error {
-	order, start := b.owedParents(dirs, needs)
+	return b.fsyncLinked(dirs, needs, nil)
+}
+
+// fsyncLinked is fsyncDirs, with the SyncLink of each of linked (the
+// revisions whose links gave their files a first name: see
+// prepared.linkSync) beside the directories' fsyncs.
+func (b *Backend) fsyncLinked(dirs []string, needs []parentSync, linked []*prepared) error {
+	return b.fsyncOwed(dirs, needs, linked, true)
+}
+
+// fsyncOwed is fsyncLinked; children says whether the directories needs
+// names are fsynced themselves too, beside their parents (owedParents).
+func (b *Backend) fsyncOwed(dirs []string, needs []parentSync, linked []*prepared, children bool) error {
+	order, childOnly, start := b.owedParents(dirs, needs, children)
 	before := b.running()
 	errs := make([]error, len(order))
-	calls := make([]func() error, len(order))
-	for i, d := range order {
-		calls[i] = func() error { errs[i] = b.sync(func() error { return b.fs.SyncDir(d) }); return nil }
+	lerrs := make([]error, len(linked))
+	// The link counts first, so that where they run on goroutines the
+	// last directory's fsync, the longer call (an open, the fsync, a
+	// close), runs on the caller's, with no hand-off before it.
+	calls := make([]func() error, 0, len(linked)+len(order))
+	for i, p := range linked {
+		calls = append(calls, func() error { lerrs[i] = b.sync(p.linkSync.SyncLink); return nil })
 	}
-	b.runAtOnce(calls, nil)
+	for i, d := range order {
+		calls = append(calls, func() error { errs[i] = b.syncOwed(d, childOnly[d]); return nil })
+	}
+	if b.sequential || !b.submittedLinks(linked, lerrs, func() { b.runAtOnce(calls[len(linked):], nil) }) {
+		b.runAtOnce(calls, nil)
+	}
 	for i, err := range errs {
 		if err != nil {
 			return &fs.PathError{Op: "fsync", Path: order[i], Err: err}
+		}
+	}
+	for i, err := range lerrs {
+		if err != nil {
+			return &fs.PathError{Op: "fsync", Path: linked[i].name, Err: err}
 		}
 	}
 	if err := b.settle(before); err != nil {
@@ -223,11 +251,44 @@ func (b *Backend) fsyncDirs(dirs []string, needs []parentSync) error {
 	return nil
 }
 
+// submittedLinks makes the link counts of linked durable with one io_uring
+// submission (vfs.SyncBatch), where their temporaries are the operating
+// system's own, whose SyncLink is the file's fsync that the batch makes,
+// and runs during (the directories' fsyncs) on the caller's goroutine
+// meanwhile: no goroutine and no hand-off. It reports whether it did; where
+// it cannot (none linked, a wrapper's temporaries, no io_uring) it does
+// nothing.
+func (b *Backend) submittedLinks(linked []*prepared, lerrs []error, during func()) bool {
+	if len(linked) == 0 {
+		return false
+	}
+	temps := make([]vfs.TempFile, len(linked))
+	for i, p := range linked {
+		temps[i] = p.t
+	}
+	sb, err := vfs.NewSyncBatch(temps)
+	if err != nil {
+		return false
+	}
+	copy(lerrs, b.syncEach(func() []error { return sb.Sync(temps, during) }))
+	return true
+}
+
 // owedParents returns dirs and the parents that needs still owe, each
-// once, in that order, and the epoch at which fsyncs of them start.
-func (b *Backend) owedParents(dirs []string, needs []parentSync) ([]string, uint64) {
+// once, in that order, then (children) the directories that owe them,
+// and the epoch at which fsyncs of them start. childOnly holds those
+// fsynced for their own contents alone, none of dirs or the parents.
+//
+// Why the children: a parent's fsync makes a new directory's entry
+// durable, and on a filesystem without a journal nothing but the
+// directory's own fsync (or writeback, any time later) writes what the
+// entry leads to, its inode and its first block; a crash after the
+// parent's fsync alone leaves a directory that reads as corrupt ("bad
+// message") until fsck. A directory first used, not made, by this process
+// owes its own fsync as it owes its parent's: its maker may have died
+// before either.
+func (b *Backend) owedParents(dirs []string, needs []parentSync, children bool) (order []string, childOnly map[string]bool, start uint64) {
 	set := map[string]bool{}
-	var order []string
 	add := func(d string) {
 		if !set[d] {
 			set[d] = true
@@ -239,14 +300,42 @@ func (b *Backend) owedParents(dirs []string, needs []parentSync) ([]string, uint
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var owing []string
 	for _, n := range needs {
 		// Covered if this process already made the child durable, or a
 		// completed fsync of the parent started after the child was made.
 		if !b.durable[n.child] && b.syncedAt[n.parent] <= n.after {
 			add(n.parent)
+			owing = append(owing, n.child)
 		}
 	}
-	return order, b.tickLocked()
+	if children {
+		for _, d := range owing {
+			if !set[d] {
+				if childOnly == nil {
+					childOnly = map[string]bool{}
+				}
+				childOnly[d] = true
+				add(d)
+			}
+		}
+	}
+	return order, childOnly, b.tickLocked()
+}
+
+// syncOwed fsyncs d, one of owedParents' directories, as an fsync of this
+// store (sync). A directory fsynced for its own contents alone (childOnly)
+// that is gone has nothing left to make durable, and is no failure: prune
+// removed the key since it was made, and what was to be published into it
+// fails at its link.
+func (b *Backend) syncOwed(d string, childOnly bool) error {
+	return b.sync(func() error {
+		err := b.fs.SyncDir(d)
+		if childOnly && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	})
 }
 
 // runAtOnce runs calls at once: all but the last on goroutines of their
@@ -337,6 +426,27 @@ type prepared struct {
 	n         uint64
 	sum       uint64 // of the data written (linkedFile)
 	done      bool
+	// linkSync is the temporary, kept open after its link until SyncLink
+	// has made the link count the link gave it durable (finish), where
+	// it has no name of its own (vfs.LinkSyncer); closeLinked closes it.
+	linkSync vfs.LinkSyncer
+}
+
+// linkSyncs returns p, as fsyncLinked takes it, where its link is still to
+// be made durable by SyncLink.
+func (p *prepared) linkSyncs() []*prepared {
+	if p.linkSync == nil {
+		return nil
+	}
+	return []*prepared{p}
+}
+
+// closeLinked closes a linked temporary kept open for its SyncLink.
+func (p *prepared) closeLinked() {
+	if p.linkSync != nil {
+		p.linkSync = nil
+		_ = p.t.Close()
+	}
 }
 
 func (b *Backend) prepare(dir, base string, data []byte, hook func(storage.Barrier) error) (*prepared, error) {
@@ -575,12 +685,12 @@ func (b *Backend) syncBatch(staged []*prepared, errs []error, fenced []storage.P
 			needs = append(needs, p.needs...)
 		}
 	}
-	parents, start := b.owedParents(nil, needs)
+	parents, childOnly, start := b.owedParents(nil, needs, true)
 	before := b.running()
 	perrs := make([]error, len(parents))
 	var pcalls []func() error
 	for i, d := range parents {
-		pcalls = append(pcalls, func() error { perrs[i] = b.sync(func() error { return b.fs.SyncDir(d) }); return nil })
+		pcalls = append(pcalls, func() error { perrs[i] = b.syncOwed(d, childOnly[d]); return nil })
 	}
 	if b.sequential || !b.submitted(staged, errs, fenced, pcalls) {
 		var calls []func() error
@@ -743,6 +853,12 @@ func (p *prepared) link(ctx context.Context) error {
 		b.linked[p.loc] = linkedFile{n: p.n, id: vfs.Identity(fi), sum: p.sum}
 		b.mu.Unlock()
 	}
+	if ls, ok := p.t.(vfs.LinkSyncer); ok {
+		// No name of its own to drop: kept open for the SyncLink that
+		// makes its link count durable beside the directory's fsync.
+		p.linkSync = ls
+		return nil
+	}
 	// Dropping the temporary name before the directory fsync makes the
 	// removal durable together with the link. The revision is published
 	// and its data synced whatever Close says; a name it failed to drop is
@@ -754,11 +870,12 @@ func (p *prepared) link(ctx context.Context) error {
 // finish is Commit after the link: the barriers and the fsyncs that make
 // the revision durable.
 func (p *prepared) finish() error {
+	defer p.closeLinked()
 	b := p.b
 	if err := p.hook(storage.BarrierLinked); err != nil {
 		return err
 	}
-	if err := b.fsyncDirs([]string{p.dir}, p.needs); err != nil {
+	if err := b.fsyncLinked([]string{p.dir}, p.needs, p.linkSyncs()); err != nil {
 		return err
 	}
 	if p.n > 0 {

@@ -89,6 +89,13 @@ func (b *Backend) publishPart(ctx context.Context, reqs []storage.PrepareRequest
 		return err
 	}
 	done := make([]*prepared, len(reqs))
+	defer func() {
+		for _, p := range done {
+			if p != nil {
+				p.closeLinked()
+			}
+		}
+	}()
 	// The links, each guarded as guarded.Commit guards one: the lock is
 	// held over every check and its link, so that no removal falls
 	// between them. The checks are reads, made workers at once before the
@@ -156,7 +163,7 @@ func (b *Backend) syncStaged(staged []*prepared, errs []error) error {
 	if n == 0 {
 		return nil
 	}
-	parents, start := b.owedParents(nil, needs)
+	parents, _, start := b.owedParents(nil, needs, true)
 	ok, err := b.syncFS()
 	if err != nil {
 		return err
@@ -182,13 +189,19 @@ func (b *Backend) syncLinked(linked []*prepared) error {
 		dirs = append(dirs, p.dir)
 		needs = append(needs, p.needs...)
 	}
-	parents, start := b.owedParents(dirs, needs)
+	parents, _, start := b.owedParents(dirs, needs, true)
 	ok, err := b.syncFS()
 	if err != nil {
 		return err
 	}
 	if !ok {
-		if err := b.fsyncDirs(dirs, needs); err != nil {
+		var links []*prepared
+		for _, p := range linked {
+			if p != nil {
+				links = append(links, p.linkSyncs()...)
+			}
+		}
+		if err := b.fsyncLinked(dirs, needs, links); err != nil {
 			return err
 		}
 	} else {

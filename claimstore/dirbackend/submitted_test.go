@@ -36,7 +36,9 @@ func (f syncDirCounted) SyncDir(name string) error {
 // A batch of two or more fsyncs of the operating system's temporaries is
 // submitted to the kernel at once (vfs.SyncBatch), with the parents that
 // new key directories owe fsynced beside it, through the filesystem's own
-// SyncDir; a lone fsync, or a wrapper's temporaries, run as before.
+// SyncDir; a lone fsync, or a wrapper's temporaries, run as before. Each
+// linked temporary's link count (vfs.LinkSyncer) is submitted too, its
+// directory's fsync running on the caller's goroutine meanwhile.
 func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
 	needSubmitted(t)
 	var mu sync.Mutex
@@ -66,33 +68,37 @@ func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
 	mu.Unlock()
 	before := vfs.SyncBatches()
 	prepare(storage.PrepareRequest{Loc: seat, N: 1, Data: []byte("{}\n")}, storage.PrepareRequest{Loc: session, N: 1, Data: []byte("{}\n")})
-	if got := vfs.SyncBatches() - before; got != 1 {
-		t.Fatalf("%d batches submitted at once for a step on new keys, want 1", got)
+	// The temporaries' batch, then each revision's link count beside its
+	// directory's fsync.
+	if got := vfs.SyncBatches() - before; got != 1+2 {
+		t.Fatalf("%d batches submitted at once for a step on new keys, want 3", got)
 	}
 	mu.Lock()
 	got := append([]string(nil), synced...)
 	mu.Unlock()
-	// The parents beside the batch, in no set order (they run on
-	// goroutines), then each key directory after its link.
-	want := [][]string{{"claims", "seat", "session"}, {seat.Hash, session.Hash}}
-	if len(got) != 5 {
-		t.Fatalf("directory fsyncs %v, want the three parents then the two key directories", got)
+	// The parents and the new key directories themselves beside the
+	// batch, in no set order (they run on goroutines), then each key
+	// directory after its link.
+	want := [][]string{{seat.Hash, session.Hash, "claims", "seat", "session"}, {seat.Hash, session.Hash}}
+	if len(got) != 7 {
+		t.Fatalf("directory fsyncs %v, want the three parents and the two new key directories, then the two key directories", got)
 	}
-	if diff := cmp.Diff(want, [][]string{sorted(got[:3]), sorted(got[3:])}); diff != "" {
+	if diff := cmp.Diff(want, [][]string{sorted(got[:5]), sorted(got[5:])}); diff != "" {
 		t.Errorf("directory fsyncs (-want +got):\n%s\nall: %v", diff, got)
 	}
 
 	// Keys that exist: two temporaries, no parent owed.
 	before = vfs.SyncBatches()
 	prepare(storage.PrepareRequest{Loc: seat, N: 2, Data: []byte("{}\n")}, storage.PrepareRequest{Loc: session, N: 2, Data: []byte("{}\n")})
-	if got := vfs.SyncBatches() - before; got != 1 {
-		t.Fatalf("%d batches submitted at once for a step, want 1", got)
+	if got := vfs.SyncBatches() - before; got != 1+2 {
+		t.Fatalf("%d batches submitted at once for a step, want 3", got)
 	}
-	// One temporary alone: fsynced on the caller's goroutine.
+	// One temporary alone: fsynced on the caller's goroutine; its link
+	// count is submitted, beside its directory's fsync.
 	before = vfs.SyncBatches()
 	prepare(storage.PrepareRequest{Loc: seat, N: 3, Data: []byte("{}\n")})
-	if got := vfs.SyncBatches() - before; got != 0 {
-		t.Fatalf("a lone fsync was submitted as a batch (%d)", got)
+	if got := vfs.SyncBatches() - before; got != 1 {
+		t.Fatalf("a lone fsync and its link count: %d batches submitted, want 1 (the link count's)", got)
 	}
 
 	// A wrapper's temporaries are fsynced through their own Sync.

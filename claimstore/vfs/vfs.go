@@ -89,7 +89,8 @@ type TempFile interface {
 
 	// Link gives the file the name newname, exclusively: if newname exists
 	// it fails with an error wrapping fs.ErrExist and changes nothing. The
-	// new name is not durable until SyncDir of its directory returns.
+	// new name is not durable until SyncDir of its directory returns, and,
+	// for a temporary that had no name (LinkSyncer), its SyncLink.
 	Link(newname string) error
 
 	// Is reports whether name refers to this very file (the same inode). A
@@ -142,6 +143,24 @@ type DirScanner interface {
 // Lstats the name it linked.
 type FileStater interface {
 	Stat() (fs.FileInfo, error)
+}
+
+// LinkSyncer is an optional capability of a TempFile that has no name
+// until Link gives it its first (an O_TMPFILE). The link count is the
+// file's own metadata, which SyncDir of the directory does not make
+// durable: on an ext4 without a journal nothing but the file's own fsync
+// (or writeback, any time later) writes it, and a crash after SyncDir
+// alone leaves the name on an inode that the disk counts no link to,
+// which reads as corrupt ("structure needs cleaning") until fsck repairs
+// it. SyncLink is that fsync, called after Link: the name is durable, and
+// the file readable through it, once SyncLink and SyncDir of the
+// directory have both returned. A failed SyncLink is a failed fsync, as
+// for Sync. A temporary without the capability had a name of its own
+// when Sync made its contents durable, and its link count with them. For
+// this package's own temporaries SyncLink is the file's fsync, as Sync
+// is, and a SyncBatch of them makes it.
+type LinkSyncer interface {
+	SyncLink() error
 }
 
 // Locker is an optional capability of an FS: an advisory lock on a

@@ -21,6 +21,7 @@ import (
 var (
 	_ DirProber  = OSFS{}
 	_ DirScanner = OSFS{}
+	_ LinkSyncer = (*unnamedTemp)(nil)
 )
 
 // CreateUnnamed is CreateTemp's first choice: an O_TMPFILE in dir, a file with no name at all until
@@ -92,6 +93,10 @@ func (t *unnamedTemp) Sync() error {
 		return nil
 	}
 }
+
+// SyncLink implements LinkSyncer: the fsync that writes the link count
+// Link gave the file.
+func (t *unnamedTemp) SyncLink() error { return t.Sync() }
 
 func (t *unnamedTemp) Link(newname string) error {
 	// linkat through /proc/self/fd needs no privilege, unlike AT_EMPTY_PATH.

@@ -16,8 +16,16 @@
 // name durable, an fsync of a directory does not make the contents of the
 // files it names durable, and an fsync of a child directory does not make
 // the child's own entry in its parent durable. This is the POSIX reading
-// that the store's protocol is written against; real filesystems usually
-// give more (ext4's journal commits all metadata on any fsync), never less.
+// that the store's protocol is written against; journaling filesystems
+// give more (ext4's journal commits all metadata on any fsync). An ext4
+// without a journal gives less in two ways this model does not show: a
+// linked O_TMPFILE's link count, and a new directory's own inode and
+// block, are written by nothing but their own fsync, so that a name made
+// durable by its directory's fsync alone can read as corrupt after a
+// crash. The store fsyncs both (vfs.LinkSyncer; dirbackend's owedParents),
+// and claimstore's TestPowerCutImages holds it to that on a real ext4
+// (internal/diskimage); here a linked temporary and a made directory read
+// whole once their entry is durable.
 //
 // # Crash model
 //

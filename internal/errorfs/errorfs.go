@@ -34,9 +34,12 @@ const (
 	OpCreateTemp Op = "createtemp"
 	OpWrite      Op = "write"
 	OpSync       Op = "sync"
-	OpLink       Op = "link"
-	OpIs         Op = "is"
-	OpClose      Op = "close"
+	// OpSyncLink is vfs.LinkSyncer's SyncLink, on a temporary whose inner
+	// one has it.
+	OpSyncLink Op = "synclink"
+	OpLink     Op = "link"
+	OpIs       Op = "is"
+	OpClose    Op = "close"
 )
 
 // Kind is what an injected fault does.
@@ -372,7 +375,19 @@ func (f *FS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
 		}
 		return nil, err
 	}
-	return &tempFile{f: f, inner: t, label: path.Join(dir, "(temp)")}, nil
+	tf := &tempFile{f: f, inner: t, label: path.Join(dir, "(temp)")}
+	if _, ok := t.(vfs.LinkSyncer); ok {
+		return linkSyncTemp{tf}, nil
+	}
+	return tf, nil
+}
+
+// linkSyncTemp is a temporary whose inner one is a vfs.LinkSyncer, which
+// it passes through, judged by the OpSyncLink rules.
+type linkSyncTemp struct{ *tempFile }
+
+func (t linkSyncTemp) SyncLink() error {
+	return t.f.plain(OpSyncLink, t.label, false, t.inner.(vfs.LinkSyncer).SyncLink)
 }
 
 type tempFile struct {
