@@ -29,9 +29,6 @@ import (
 //     byte;
 //   - the seat's head is never behind the session's.
 func TestPowerCutImages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("makes some 80 filesystem images; not with -short")
-	}
 	for _, journal := range []bool{false, true} {
 		t.Run(journalName(journal), func(t *testing.T) {
 			for _, v := range powerCutLifecycle(t, nil, journal) {
@@ -48,9 +45,6 @@ func TestPowerCutImages(t *testing.T) {
 // acknowledged: the name is on the disk, the inode it names has no link
 // there, and it reads as corrupt.
 func TestPowerCutImagesCatchALinkCountLeftInMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("makes some 40 filesystem images; not with -short")
-	}
 	violations := powerCutLifecycle(t, hideLinkSync{vfs.OS}, false)
 	if len(violations) == 0 {
 		t.Fatal("no image lost an acknowledged revision, though no link count was made durable")

@@ -190,7 +190,10 @@ var (
 	_ Locker = OSFS{}
 )
 
-func (OSFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
+func (OSFS) Lstat(name string) (fs.FileInfo, error) {
+	fi, err := os.Lstat(name)
+	return fi, explainCorrupt(err)
+}
 
 // readOpts is how OSFS opens what it reads: never following a final
 // symlink, and without updating access times where the kernel allows
@@ -220,7 +223,7 @@ func (OSFS) ReadFile(name string) ([]byte, fs.FileInfo, error) {
 		return nil, nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: it is a symlink, which is never followed", ErrNotRegular)}
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, explainCorrupt(err)
 	}
 	// The size may grow while it is read: ReadChecked never reads more
 	// than one byte past the bound, so memory stays bounded whatever the

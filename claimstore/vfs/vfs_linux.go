@@ -37,6 +37,23 @@ func CreateUnnamed(dir string, perm fs.FileMode) (TempFile, error) {
 	return &unnamedTemp{fd: fd, dir: dir}, nil
 }
 
+// explainCorrupt adds what an operator can do to a read's error in which
+// the filesystem says its own structures are corrupt: EUCLEAN ("structure
+// needs cleaning") and EBADMSG ("bad message", a checksum that fails), as
+// a crash leaves an ext4 without a journal where something was not made
+// durable by its own fsync (see LinkSyncer). Only fsck repairs it; the
+// store holds what it cannot read. Other errors pass unchanged.
+func explainCorrupt(err error) error {
+	if err == nil || !(errors.Is(err, unix.EUCLEAN) || errors.Is(err, unix.EBADMSG)) {
+		return err
+	}
+	const what = "the filesystem reports its own structures corrupt here, as a crash can leave an ext4 without a journal; nothing was changed; unmount the filesystem and repair it with fsck (e2fsck -f) before relying on what it holds"
+	if pe, ok := err.(*fs.PathError); ok {
+		return &fs.PathError{Op: pe.Op, Path: pe.Path, Err: fmt.Errorf("%w: %s", pe.Err, what)}
+	}
+	return fmt.Errorf("%w: %s", err, what)
+}
+
 // explainCreate says what an operator can do about a directory no file can
 // be created in, where the errno alone does not: EPERM on a directory this
 // user owns is an immutable or append-only directory (chattr +i, +a), or a
@@ -167,7 +184,7 @@ func syncFS(name string) error {
 func (OSFS) ScanDir(dir string, each func(name []byte)) error {
 	fd, err := safefile.OpenRead(dir, unix.O_DIRECTORY, readOpts)
 	if err != nil {
-		return err
+		return explainCorrupt(err)
 	}
 	defer unix.Close(fd)
 	buf := make([]byte, 32<<10)
@@ -177,7 +194,7 @@ func (OSFS) ScanDir(dir string, each func(name []byte)) error {
 			continue
 		}
 		if err != nil {
-			return &fs.PathError{Op: "getdents", Path: dir, Err: err}
+			return explainCorrupt(&fs.PathError{Op: "getdents", Path: dir, Err: err})
 		}
 		if n <= 0 {
 			return nil
@@ -221,7 +238,7 @@ func readDirNames(dir string) ([]string, error) {
 func (OSFS) ProbeDir(dir string) (exists func(base string) (bool, error), size int64, closeDir func() error, err error) {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+		return nil, 0, nil, explainCorrupt(&fs.PathError{Op: "open", Path: dir, Err: err})
 	}
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) == nil {
@@ -239,7 +256,7 @@ func (OSFS) ProbeDir(dir string) (exists func(base string) (bool, error), size i
 			case errors.Is(err, unix.EINTR):
 				continue
 			}
-			return false, &fs.PathError{Op: "fstatat", Path: dir + "/" + base, Err: err}
+			return false, explainCorrupt(&fs.PathError{Op: "fstatat", Path: dir + "/" + base, Err: err})
 		}
 	}
 	return exists, size, func() error { return unix.Close(fd) }, nil

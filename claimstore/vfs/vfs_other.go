@@ -26,6 +26,9 @@ func SyncBatches() uint64 { return 0 }
 // Sync is never reached off Linux: NewSyncBatch made no batch.
 func (*SyncBatch) Sync([]TempFile, func()) []error { panic("vfs: no SyncBatch off Linux") }
 
+// explainCorrupt leaves errors as they are off Linux.
+func explainCorrupt(err error) error { return err }
+
 // syncFS has no syncfs(2) to call off Linux: callers sync each directory.
 func syncFS(string) error { return errors.ErrUnsupported }
 
