@@ -101,6 +101,16 @@ func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
 		t.Fatalf("a lone fsync and its link count: %d batches submitted, want 1 (the link count's)", got)
 	}
 
+	// Directories alone, no link count (a new store making seat's head
+	// durable, Sync): nothing is submitted.
+	before = vfs.SyncBatches()
+	if err := New(b.root, nil).Sync(context.Background(), seat, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := vfs.SyncBatches() - before; got != 0 {
+		t.Fatalf("directories' fsyncs with no link count among them: %d batches submitted, want none", got)
+	}
+
 	// A wrapper's temporaries are fsynced through their own Sync.
 	var temps, open atomic.Int32
 	var fail atomic.Bool
