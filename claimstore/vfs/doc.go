@@ -3,10 +3,10 @@
 // returns (nothing is durable that a method does not say is). OS is the
 // operating system's; the crash-simulating and fault-injecting filesystems
 // of the tests implement the same interface, optional methods included, so
-// that they run exactly the paths production runs — all but LinkSyncer
-// (an O_TMPFILE's link count made durable after its link), a rule of the
-// kernel's that crashfs does not model and claimstore's power-cut images
-// check instead.
+// that they run exactly the paths production runs. One exception: crashfs's
+// temporaries are no LinkSyncer (an O_TMPFILE's link count made durable
+// after its link), a rule of the kernel's that its model does not have and
+// claimstore's power-cut images check instead; errorfs passes it through.
 //
 // It imports nothing of the store (the core, the seam claimstore/storage,
 // either backend), so that a test's filesystem depends on nothing above it;
