@@ -204,18 +204,14 @@ func (b *Backend) makeRoot() error {
 // fsyncDirs fsyncs dirs, and the parents that needs still owe, all at once,
 // and records what became durable. A failure is sticky (storage.ErrSyncFailed).
 func (b *Backend) fsyncDirs(dirs []string, needs []parentSync) error {
-	return b.fsyncLinked(dirs, needs, nil)
+	return b.fsyncOwed(dirs, needs, nil, true)
 }
 
-// fsyncLinked is fsyncDirs, with the SyncLink of each of linked (the
+// fsyncOwed is fsyncDirs, with the SyncLink of each of linked (the
 // revisions whose links gave their files a first name: see
-// prepared.linkSync) beside the directories' fsyncs.
-func (b *Backend) fsyncLinked(dirs []string, needs []parentSync, linked []*prepared) error {
-	return b.fsyncOwed(dirs, needs, linked, true)
-}
-
-// fsyncOwed is fsyncLinked; children says whether the directories needs
-// names are fsynced themselves too, beside their parents (owedParents).
+// prepared.linkSync) beside the directories' fsyncs; children says
+// whether the directories needs names are fsynced themselves too, beside
+// their parents (owedParents).
 func (b *Backend) fsyncOwed(dirs []string, needs []parentSync, linked []*prepared, children bool) error {
 	order, childOnly, start := b.owedParents(dirs, needs, children)
 	before := b.running()
@@ -432,7 +428,7 @@ type prepared struct {
 	linkSync vfs.LinkSyncer
 }
 
-// linkSyncs returns p, as fsyncLinked takes it, where its link is still to
+// linkSyncs returns p, as fsyncOwed takes it, where its link is still to
 // be made durable by SyncLink.
 func (p *prepared) linkSyncs() []*prepared {
 	if p.linkSync == nil {
@@ -875,7 +871,7 @@ func (p *prepared) finish() error {
 	if err := p.hook(storage.BarrierLinked); err != nil {
 		return err
 	}
-	if err := b.fsyncLinked([]string{p.dir}, p.needs, p.linkSyncs()); err != nil {
+	if err := b.fsyncOwed([]string{p.dir}, p.needs, p.linkSyncs(), true); err != nil {
 		return err
 	}
 	if p.n > 0 {

@@ -201,7 +201,7 @@ func (b *Backend) syncLinked(linked []*prepared) error {
 				links = append(links, p.linkSyncs()...)
 			}
 		}
-		if err := b.fsyncLinked(dirs, needs, links); err != nil {
+		if err := b.fsyncOwed(dirs, needs, links, true); err != nil {
 			return err
 		}
 	} else {

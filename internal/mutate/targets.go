@@ -49,7 +49,7 @@ var targets = []target{
 			"Backend.prepare", "Backend.stage", "prepared.syncTemp", "Backend.PrepareBatch", "Backend.stageRequest", "Backend.syncBatch", "tempsSynced",
 			"callFences", "failFenced", "Backend.submitted", "liveTemps",
 			"prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
-			"Backend.fsyncLinked", "Backend.fsyncOwed", "Backend.submittedLinks", "Backend.syncOwed", "prepared.linkSyncs", "prepared.closeLinked",
+			"Backend.fsyncOwed", "Backend.submittedLinks", "Backend.syncOwed", "prepared.linkSyncs", "prepared.closeLinked",
 		},
 		Tests: dirbackendTests,
 	},
