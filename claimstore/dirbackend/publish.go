@@ -730,7 +730,11 @@ func (b *Backend) syncBatch(staged []*prepared, errs []error, fenced []storage.P
 // temporaries of those that failed are discarded unsynced: with no
 // goroutine per fsync, work done while the fsyncs run would take the CPU
 // from the kernel's own work of issuing them. The parents' fsyncs (pcalls)
-// run once the temporaries' are submitted.
+// run on the caller once the temporaries' are submitted; where there are
+// none, the last temporary's fsync runs there instead of in the
+// submission, so that the caller, which would only sleep until a kernel
+// worker was woken for it, makes one of the fsyncs itself (as
+// fsyncOwed's caller makes the directory's beside the link counts).
 func (b *Backend) submitted(staged []*prepared, errs []error, fenced []storage.PrepareRequest, pcalls []func() error) bool {
 	_, temps := liveTemps(staged)
 	if len(temps)+len(pcalls) < 2 {
@@ -743,12 +747,24 @@ func (b *Backend) submitted(staged []*prepared, errs []error, fenced []storage.P
 	failFenced(staged, errs, callFences(fenced))
 	live, temps := liveTemps(staged)
 	var during func()
-	if len(pcalls) > 0 {
+	var own error // the caller's fsync of its temporary, if it makes one
+	switch {
+	case len(pcalls) > 0:
 		during = func() { b.runAtOnce(pcalls, nil) }
+	case len(temps) > 0:
+		// A lone temporary (the fences discarded the other) is the
+		// caller's alone, and the submission holds none.
+		var last vfs.TempFile
+		temps, last = temps[:len(temps)-1], temps[len(temps)-1]
+		during = func() { own = b.sync(last.Sync) }
 	}
 	serrs := b.syncEach(func() []error { return sb.Sync(temps, during) })
 	for j, i := range live {
-		errs[i] = serrs[j]
+		if j < len(serrs) {
+			errs[i] = serrs[j]
+		} else {
+			errs[i] = own
+		}
 	}
 	return true
 }

@@ -66,12 +66,16 @@ func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
 	mu.Lock()
 	synced = nil
 	mu.Unlock()
-	before := vfs.SyncBatches()
+	before, beforeSyncs := vfs.SyncBatches(), vfs.SyncsSubmitted()
 	prepare(storage.PrepareRequest{Loc: seat, N: 1, Data: []byte("{}\n")}, storage.PrepareRequest{Loc: session, N: 1, Data: []byte("{}\n")})
 	// The temporaries' batch, then each revision's link count beside its
 	// directory's fsync.
 	if got := vfs.SyncBatches() - before; got != 1+2 {
 		t.Fatalf("%d batches submitted at once for a step on new keys, want 3", got)
+	}
+	// Both temporaries submitted: the caller makes the parents' fsyncs.
+	if got := vfs.SyncsSubmitted() - beforeSyncs; got != 2+2 {
+		t.Fatalf("%d fsyncs submitted for a step on new keys, want both temporaries and both link counts", got)
 	}
 	mu.Lock()
 	got := append([]string(nil), synced...)
@@ -88,10 +92,15 @@ func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
 	}
 
 	// Keys that exist: two temporaries, no parent owed.
-	before = vfs.SyncBatches()
+	before, beforeSyncs = vfs.SyncBatches(), vfs.SyncsSubmitted()
 	prepare(storage.PrepareRequest{Loc: seat, N: 2, Data: []byte("{}\n")}, storage.PrepareRequest{Loc: session, N: 2, Data: []byte("{}\n")})
 	if got := vfs.SyncBatches() - before; got != 1+2 {
 		t.Fatalf("%d batches submitted at once for a step, want 3", got)
+	}
+	// No parent owed: the caller fsyncs the session's temporary itself,
+	// the seat's submitted beside it.
+	if got := vfs.SyncsSubmitted() - beforeSyncs; got != 1+2 {
+		t.Fatalf("%d fsyncs submitted for a step, want the seat's temporary and both link counts", got)
 	}
 	// One temporary alone: fsynced on the caller's goroutine; its link
 	// count is submitted, beside its directory's fsync.
@@ -145,5 +154,77 @@ func TestSyncEachFailureIsSticky(t *testing.T) {
 	}
 	if err := b.checkFailed(); !errors.Is(err, storage.ErrSyncFailed) || !strings.Contains(err.Error(), "input/output error") {
 		t.Fatalf("after a failed fsync of a batch: %v, want ErrSyncFailed naming it", err)
+	}
+}
+
+// Where a step's fences discard a temporary before its fsync, what is left
+// is fsynced all the same: a lone temporary by the caller itself, outside
+// the submission (which then holds nothing); none at all when every fence
+// failed, each request failing with its own fence's error.
+func TestFencedOutTemporaryLeavesTheOtherSynced(t *testing.T) {
+	needSubmitted(t)
+	refused := errors.New("the claim moved")
+	for _, c := range []struct {
+		name   string
+		failed []bool // whose fence fails, of the seat's and the session's
+	}{
+		{"seat", []bool{true, false}},
+		{"session", []bool{false, true}},
+		{"both", []bool{true, true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := New(newRoot(t), nil)
+			locs := []storage.Loc{
+				{Kind: storage.KindSeat, Hash: strings.Repeat("a1", 16)},
+				{Kind: storage.KindSession, Hash: strings.Repeat("b2", 16)},
+			}
+			var reqs []storage.PrepareRequest
+			var synced []int
+			var mu sync.Mutex
+			for i, loc := range locs {
+				publishOne(t, b, loc, 1, "{}\n")
+				var ferr error
+				if c.failed[i] {
+					ferr = refused
+				}
+				reqs = append(reqs, storage.PrepareRequest{
+					Loc: loc, N: 2, Data: []byte("{}\n"),
+					Prev:  []byte("{}\n"),
+					Fence: func() error { return ferr },
+					Hook: func(bar storage.Barrier) error {
+						if bar == storage.BarrierTempSynced {
+							mu.Lock()
+							synced = append(synced, i)
+							mu.Unlock()
+						}
+						return nil
+					},
+				})
+			}
+			before := vfs.SyncsSubmitted()
+			ps, errs := b.PrepareBatch(context.Background(), reqs)
+			if got := vfs.SyncsSubmitted() - before; got != 0 {
+				t.Errorf("%d fsyncs submitted, want none: what the fences leave is the caller's", got)
+			}
+			var want []int
+			for i, failed := range c.failed {
+				if failed {
+					if ps[i] != nil || !errors.Is(errs[i], refused) {
+						t.Errorf("request %d: %v, %v; want its fence's error", i, ps[i], errs[i])
+					}
+					continue
+				}
+				want = append(want, i)
+				if errs[i] != nil {
+					t.Fatalf("request %d: %v", i, errs[i])
+				}
+				if err := ps[i].Commit(context.Background()); err != nil {
+					t.Fatalf("commit %d: %v", i, err)
+				}
+			}
+			if diff := cmp.Diff(want, synced); diff != "" {
+				t.Errorf("temporaries synced (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -296,6 +296,7 @@ func (r *ring) fsync(fds []int32, res []int32, during func()) error {
 		return fmt.Errorf("%w: %w", errNotSubmitted, failed)
 	}
 	batches.Add(1)
+	submittedSyncs.Add(uint64(submitted))
 	if during != nil {
 		during()
 	}
@@ -325,13 +326,19 @@ func (r *ring) reap(fds []int32, res []int32) error {
 	}
 }
 
-// batches counts the batches submitted to the kernel at once.
-var batches atomic.Uint64
+// batches counts the batches submitted to the kernel at once, and
+// submittedSyncs the fsyncs in them.
+var batches, submittedSyncs atomic.Uint64
 
 // SyncBatches returns how many batches of fsyncs this process has
 // submitted to the kernel at once (SyncBatch.Sync), for tests and for an
 // operator asking whether io_uring is in use.
 func SyncBatches() uint64 { return batches.Load() }
+
+// SyncsSubmitted returns how many fsyncs those batches held: with
+// SyncBatches, which fsyncs went to the kernel's workers and which ran on
+// their caller's thread.
+func SyncsSubmitted() uint64 { return submittedSyncs.Load() }
 
 // ringFD is what a SyncBatch needs of a temporary: its descriptor. Only
 // the temporaries this package makes have it, so that a test's wrapper,

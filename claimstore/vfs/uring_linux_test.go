@@ -465,7 +465,7 @@ func TestRingCallsTheKernelOnceOrTwice(t *testing.T) {
 		calls = append(calls, call{submit, wait})
 		return real(r, submit, wait)
 	}
-	before := SyncBatches()
+	before, beforeSyncs := SyncBatches(), SyncsSubmitted()
 	if errs, err := syncAll(temps, nil); err != nil || errors.Join(errs...) != nil {
 		t.Fatal(errs, err)
 	}
@@ -488,6 +488,9 @@ func TestRingCallsTheKernelOnceOrTwice(t *testing.T) {
 	}
 	if got := SyncBatches() - before; got != 2 {
 		t.Errorf("SyncBatches counted %d batches, want 2", got)
+	}
+	if got := SyncsSubmitted() - beforeSyncs; got != 2+2 {
+		t.Errorf("SyncsSubmitted counted %d fsyncs, want 4", got)
 	}
 }
 

@@ -23,6 +23,9 @@ func NewSyncBatch([]TempFile) (*SyncBatch, error) { return nil, errors.ErrUnsupp
 // SyncBatches is 0 off Linux.
 func SyncBatches() uint64 { return 0 }
 
+// SyncsSubmitted is 0 off Linux.
+func SyncsSubmitted() uint64 { return 0 }
+
 // Sync is never reached off Linux: NewSyncBatch made no batch.
 func (*SyncBatch) Sync([]TempFile, func()) []error { panic("vfs: no SyncBatch off Linux") }
 
