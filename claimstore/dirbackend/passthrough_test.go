@@ -18,7 +18,12 @@ import (
 // methods that reach it.
 type countingOS struct {
 	vfs.OSFS
-	probes, scans, stats, locks, linkSyncs *atomic.Int32
+	probes, scans, stats, locks, linkSyncs, fileSyncs *atomic.Int32
+}
+
+func (f countingOS) SyncFile(name string) error {
+	f.fileSyncs.Add(1)
+	return f.OSFS.SyncFile(name)
 }
 
 func (f countingOS) Lock(dir string, exclusive bool) (func() error, error) {
@@ -71,20 +76,22 @@ func (t statCounted) Stat() (fs.FileInfo, error) {
 // held head, a fence), ScanDir (a free head's confirming listing), the
 // temporary's Stat (what a publish links) and Lock (the prune lock a
 // publish over a head holds shared, which without it would hold within
-// this process only) and the temporary's SyncLink (the link count of what
-// a publish linked), through errorfs.
+// this process only), the temporary's SyncLink (the link count of what
+// a publish linked) and SyncFile (a head another store linked, made
+// durable before a decision on it), through errorfs.
 func TestErrorfsPassesOptionalMethodsThrough(t *testing.T) {
-	var probes, scans, stats, locks, linkSyncs atomic.Int32
-	inner := countingOS{probes: &probes, scans: &scans, stats: &stats, locks: &locks, linkSyncs: &linkSyncs}
+	var probes, scans, stats, locks, linkSyncs, fileSyncs atomic.Int32
+	inner := countingOS{probes: &probes, scans: &scans, stats: &stats, locks: &locks, linkSyncs: &linkSyncs, fileSyncs: &fileSyncs}
 	runLifecycle(t, New(newRoot(t), &Options{FS: errorfs.Wrap(inner)}))
-	if probes.Load() == 0 || scans.Load() == 0 || stats.Load() == 0 || locks.Load() == 0 || linkSyncs.Load() == 0 {
-		t.Errorf("through errorfs: %d ProbeDir, %d ScanDir, %d Stat, %d Lock and %d SyncLink calls reached the OS filesystem; want some of each", probes.Load(), scans.Load(), stats.Load(), locks.Load(), linkSyncs.Load())
+	if probes.Load() == 0 || scans.Load() == 0 || stats.Load() == 0 || locks.Load() == 0 || linkSyncs.Load() == 0 || fileSyncs.Load() == 0 {
+		t.Errorf("through errorfs: %d ProbeDir, %d ScanDir, %d Stat, %d Lock, %d SyncLink and %d SyncFile calls reached the OS filesystem; want some of each", probes.Load(), scans.Load(), stats.Load(), locks.Load(), linkSyncs.Load(), fileSyncs.Load())
 	}
 }
 
 // The crash-simulating filesystem has the optional methods itself, and the
 // directory backend uses them: the calls its hook sees include probedir,
-// fstatat, scandir, fstat and flock (vfs.Locker, the prune lock).
+// fstatat, scandir, fstat, flock (vfs.Locker, the prune lock) and syncfile
+// (vfs.FileSyncer, a head another store linked).
 func TestCrashfsHasOptionalMethods(t *testing.T) {
 	f := crashfs.New(nil)
 	if err := f.MkdirAll("/data", 0o755); err != nil {
@@ -102,7 +109,7 @@ func TestCrashfsHasOptionalMethods(t *testing.T) {
 	runLifecycle(t, New("/data/root", &Options{FS: f}))
 	mu.Lock()
 	defer mu.Unlock()
-	for _, op := range []string{"probedir", "fstatat", "scandir", "fstat", "flock"} {
+	for _, op := range []string{"probedir", "fstatat", "scandir", "fstat", "flock", "syncfile"} {
 		if seen[op] == 0 {
 			t.Errorf("the directory backend made no %s call on crashfs (calls: %v)", op, seen)
 		}
@@ -143,6 +150,16 @@ func runLifecycle(t *testing.T, be *Backend) {
 	fresh := openStore(t, New(be.root, &Options{FS: be.fs}))
 	if p, err := fresh.Pair(ctx, seat, session); err != nil || p.Held() {
 		t.Fatalf("pair after the release: %+v, %v", p, err)
+	}
+	// A decision on the seat's head, made durable by a store that did not
+	// publish it (the head's file fsynced by name: vfs.FileSyncer).
+	other := New(be.root, &Options{FS: be.fs})
+	n, _, err := other.Head(ctx, seat.Loc())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Sync(ctx, seat.Loc(), n); err != nil {
+		t.Fatal(err)
 	}
 	var _ storage.Backend = be
 }

@@ -905,6 +905,28 @@ func (p *prepared) finish() error {
 	return p.hook(storage.BarrierDirSynced)
 }
 
+// syncHeadFile fsyncs the revision name that Sync makes durable, where
+// the filesystem can (vfs.FileSyncer): its writer, another process, may
+// have died between its link and the fsync that makes the file's link
+// count durable (vfs.LinkSyncer), and a directory's fsync alone leaves a
+// name that reads as corrupt after a crash. A refusal (not a regular
+// file, gone, not readable) fsynced nothing and fails this call alone; a
+// failed fsync fails the store, as any does.
+func (b *Backend) syncHeadFile(name string) error {
+	fsy, ok := b.fs.(vfs.FileSyncer)
+	if !ok {
+		return nil
+	}
+	err := fsy.SyncFile(name)
+	switch {
+	case err == nil, errors.Is(err, errors.ErrUnsupported):
+		return nil
+	case errors.Is(err, vfs.ErrNotRegular), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+		return err
+	}
+	return b.sync(func() error { return err })
+}
+
 // writeExclusive publishes data as dir/base exclusively and durably (the
 // whole protocol, for proofs).
 func (b *Backend) writeExclusive(dir, base string, data []byte, hook func(storage.Barrier) error) error {
@@ -933,6 +955,9 @@ func (b *Backend) Sync(ctx context.Context, loc storage.Loc, n uint64) error {
 	dir := b.dir(loc)
 	needs, err := b.makeDirs(dir)
 	if err != nil {
+		return err
+	}
+	if err := b.syncHeadFile(filepath.Join(dir, storage.RevisionName(n))); err != nil {
 		return err
 	}
 	if err := b.fsyncDirs([]string{dir}, needs); err != nil {

@@ -182,7 +182,10 @@ type Backend interface {
 	// Sync makes revision n of loc, and every revision below it, durable
 	// as they can be read now, whoever published them: a writer that
 	// crashed after its link and before its directory fsync leaves a
-	// revision that every reader sees and a power cut can still take away.
+	// revision that every reader sees and a power cut can still take away,
+	// and one that crashed before its file's own fsync after the link (the
+	// directory backend's O_TMPFILE) a name that a power cut can leave on
+	// a file the disk counts no link to.
 	// A decision that frees, completes or publishes on the strength of a
 	// head it read calls Sync on that head first. A backend whose reads
 	// only ever see durable data (a consensus store) returns nil.

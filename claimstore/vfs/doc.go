@@ -7,6 +7,9 @@
 // temporaries are no LinkSyncer (an O_TMPFILE's link count made durable
 // after its link), a rule of the kernel's that its model does not have and
 // claimstore's power-cut images check instead; errorfs passes it through.
+// Its FileSyncer (a file fsynced by name, for a revision another process
+// linked) makes what was written to the file durable, as its temporary's
+// Sync does.
 //
 // It imports nothing of the store (the core, the seam claimstore/storage,
 // either backend), so that a test's filesystem depends on nothing above it;

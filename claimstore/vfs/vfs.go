@@ -163,6 +163,24 @@ type LinkSyncer interface {
 	SyncLink() error
 }
 
+// FileSyncer is an optional capability of an FS: the fsync of a file by
+// its name, for a revision another process published. Its writer may have
+// died between Link and SyncLink (LinkSyncer): the name is then durable
+// after SyncDir, but the disk may count no link to the file until the
+// file's own fsync, and a crash leaves a revision that reads as corrupt.
+// A reader that decides on such a revision makes it durable with
+// SyncFile beside SyncDir. OS has it. Without it, callers make the
+// directory durable alone.
+type FileSyncer interface {
+	// SyncFile makes the regular file name durable, contents and metadata
+	// (its link count among them): fsync of it, opened read-only without
+	// following a final symlink and without blocking. Anything but a
+	// regular file is refused, with an error wrapping ErrNotRegular, and
+	// not fsynced. A failed SyncFile is a failed fsync: what the file
+	// holds may not be on the disk.
+	SyncFile(name string) error
+}
+
 // Locker is an optional capability of an FS: an advisory lock on a
 // directory, shared or exclusive, that holds across processes (flock(2)
 // on Linux) and is released when the holder dies. Lock waits until the
@@ -186,8 +204,9 @@ type OSFS struct{}
 // OSFS is a DirProber and a DirScanner on Linux only (vfs_linux.go says
 // so); elsewhere callers find it is not one and list and probe plainly.
 var (
-	_ FS     = OSFS{}
-	_ Locker = OSFS{}
+	_ FS         = OSFS{}
+	_ Locker     = OSFS{}
+	_ FileSyncer = OSFS{}
 )
 
 func (OSFS) Lstat(name string) (fs.FileInfo, error) {
@@ -266,6 +285,16 @@ func (OSFS) Rename(oldpath, newpath string) error {
 func (OSFS) SyncDir(name string) error { return safefile.SyncDir(name) }
 
 func (OSFS) SyncFS(name string) error { return syncFS(name) }
+
+// SyncFile implements FileSyncer (safefile.SyncFile).
+func (OSFS) SyncFile(name string) error {
+	err := safefile.SyncFile(name)
+	var te *safefile.TypeError
+	if errors.As(err, &te) {
+		return &fs.PathError{Op: "sync", Path: name, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, safefile.Describe(te.Mode))}
+	}
+	return explainCorrupt(err)
+}
 
 func (OSFS) CreateTemp(dir string, perm fs.FileMode) (TempFile, error) {
 	if f, err := CreateUnnamed(dir, perm); err == nil {

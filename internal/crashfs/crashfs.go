@@ -190,6 +190,7 @@ var (
 	_ vfs.DirProber  = (*FS)(nil)
 	_ vfs.DirScanner = (*FS)(nil)
 	_ vfs.Locker     = (*FS)(nil)
+	_ vfs.FileSyncer = (*FS)(nil)
 )
 
 // New returns an empty filesystem: just "/", durable. opts may be nil.
@@ -785,6 +786,30 @@ func (f *FS) SyncFS(name string) error {
 	}
 	for _, o := range f.log {
 		if !o.lost {
+			o.durable = true
+		}
+	}
+	return nil
+}
+
+// SyncFile implements vfs.FileSyncer: the contents written to the
+// regular file name so far become durable, as its temporary's Sync made
+// them (the model keeps no link counts: a name is durable by its
+// directory's fsync alone).
+func (f *FS) SyncFile(name string) error {
+	if err := f.enter("syncfile", name); err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	i, _, _, err := f.resolve(f.live, name, false)
+	if err != nil {
+		return pathErr("open", name, err)
+	}
+	if f.sh.get(i).kind != kFile {
+		return pathErr("sync", name, fmt.Errorf("%w: it is not a regular file", vfs.ErrNotRegular))
+	}
+	for _, o := range f.log {
+		if o.kind == opWrite && o.ino == i && !o.lost {
 			o.durable = true
 		}
 	}

@@ -22,8 +22,9 @@
 // linked O_TMPFILE's link count, and a new directory's own inode and
 // block, are written by nothing but their own fsync, so that a name made
 // durable by its directory's fsync alone can read as corrupt after a
-// crash. The store fsyncs both (vfs.LinkSyncer; dirbackend's owedParents),
-// and claimstore's TestPowerCutImages holds it to that on a real ext4
+// crash. The store fsyncs both (vfs.LinkSyncer; dirbackend's
+// owedParents; vfs.FileSyncer for a revision another process linked), and
+// claimstore's TestPowerCutImages holds it to that on a real ext4
 // (internal/diskimage); here a linked temporary and a made directory read
 // whole once their entry is durable.
 //

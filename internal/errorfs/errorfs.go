@@ -27,10 +27,13 @@ const (
 	// A probe of a name (vfs.DirProber's exists) is judged by the rules of
 	// OpLstat on that name, and a scan (vfs.DirScanner) by those of
 	// OpReadDir: they are the same questions asked more cheaply.
-	OpProbeDir   Op = "probedir"
-	OpLock       Op = "lock"
-	OpSyncDir    Op = "syncdir"
-	OpSyncFS     Op = "syncfs"
+	OpProbeDir Op = "probedir"
+	OpLock     Op = "lock"
+	OpSyncDir  Op = "syncdir"
+	OpSyncFS   Op = "syncfs"
+	// OpSyncFile is vfs.FileSyncer's SyncFile, where the inner filesystem
+	// has it.
+	OpSyncFile   Op = "syncfile"
 	OpCreateTemp Op = "createtemp"
 	OpWrite      Op = "write"
 	OpSync       Op = "sync"
@@ -113,6 +116,7 @@ var (
 	_ vfs.DirProber  = (*FS)(nil)
 	_ vfs.DirScanner = (*FS)(nil)
 	_ vfs.Locker     = (*FS)(nil)
+	_ vfs.FileSyncer = (*FS)(nil)
 )
 
 // Wrap returns inner with the rules applied.
@@ -360,6 +364,18 @@ func (f *FS) SyncFS(name string) error {
 		return wrapErr(OpSyncFS, name, r.err())
 	}
 	return f.plain(OpSyncFS, name, false, func() error { return f.inner.SyncFS(name) })
+}
+
+// SyncFile passes through to the inner filesystem's vfs.FileSyncer (an
+// error wrapping errors.ErrUnsupported when it has none, on which the
+// directory backend fsyncs the directory alone), failing where an
+// OpSyncFile rule says.
+func (f *FS) SyncFile(name string) error {
+	fsy, ok := f.inner.(vfs.FileSyncer)
+	if !ok {
+		return &fs.PathError{Op: string(OpSyncFile), Path: name, Err: errors.ErrUnsupported}
+	}
+	return f.plain(OpSyncFile, name, false, func() error { return fsy.SyncFile(name) })
 }
 
 func (f *FS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {

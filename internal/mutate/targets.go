@@ -50,6 +50,7 @@ var targets = []target{
 			"callFences", "failFenced", "Backend.submitted", "liveTemps",
 			"prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
 			"Backend.fsyncOwed", "Backend.submittedLinks", "Backend.syncOwed", "prepared.linkSyncs", "prepared.closeLinked",
+			"Backend.syncHeadFile",
 		},
 		Tests: dirbackendTests,
 	},
@@ -190,8 +191,16 @@ var targets = []target{
 		// read of a root whose files are another user's, or lets reads
 		// journal an inode each again.
 		File:  "internal/safefile/safefile.go",
-		Funcs: []string{"openRead", "OpenRead"},
-		Tests: []string{"./internal/safefile", "./claimstore/vfs"},
+		Funcs: []string{"openRead", "OpenRead", "SyncFile"},
+		Tests: []string{"./internal/safefile", "./claimstore/vfs", "./claimstore/dirbackend"},
+	},
+	{
+		// A revision another process linked, fsynced by name before a
+		// decision on it: a mistake here fsyncs nothing, or waits on a
+		// FIFO planted under the name.
+		File:  "claimstore/vfs/vfs.go",
+		Funcs: []string{"OSFS.SyncFile"},
+		Tests: []string{"./claimstore/vfs", "./claimstore/dirbackend"},
 	},
 	{
 		// A batch's fsyncs submitted at once: a mistake here reports an

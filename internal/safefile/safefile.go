@@ -292,3 +292,32 @@ func SyncDir(name string) error {
 	}
 	return nil
 }
+
+// SyncFile fsyncs the regular file name, opened read-only as ReadChecked
+// opens it (never following a final symlink, never blocking): open, fstat,
+// fsync, close. Anything but a regular file is refused with a *TypeError
+// and not fsynced: a FIFO or a device planted under a revision's name is
+// never waited on. An fsync through a read-only descriptor makes the
+// whole inode durable, its contents and its metadata (the link count
+// among them), as one through the writer's descriptor would.
+func SyncFile(name string) error {
+	fd, err := openRead(name, flags(syscall.O_RDONLY, nil), nil)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return &fs.PathError{Op: "open", Path: name, Err: &TypeError{Want: "a regular file", Mode: fs.ModeSymlink}}
+		}
+		return err
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := ignoringEINTR(func() error { return syscall.Fstat(fd, &st) }); err != nil {
+		return &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	if mode := FileMode(uint32(st.Mode)); !mode.IsRegular() {
+		return &fs.PathError{Op: "open", Path: name, Err: &TypeError{Want: "a regular file", Mode: mode}}
+	}
+	if err := ignoringEINTR(func() error { return syscall.Fsync(fd) }); err != nil {
+		return &fs.PathError{Op: "sync", Path: name, Err: err}
+	}
+	return nil
+}

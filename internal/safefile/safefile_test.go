@@ -150,3 +150,49 @@ func TestSyncDir(t *testing.T) {
 		t.Errorf("SyncDir(missing) = %v, want ENOENT", err)
 	}
 }
+
+// SyncFile fsyncs a regular file, and refuses anything else by what it
+// is, naming the path, without opening a FIFO for long or following a
+// symlink.
+func TestSyncFile(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(dir, "reg")
+	if err := os.WriteFile(reg, []byte("x"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncFile(reg); err != nil {
+		t.Fatalf("SyncFile of a regular file: %v", err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(reg, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, want string }{{link, "a symlink"}, {fifo, "a FIFO"}, {dir, "a directory"}} {
+		err := SyncFile(c.name)
+		var pe *fs.PathError
+		if !errors.Is(err, ErrWrongType) || !errors.As(err, &pe) || pe.Path != c.name || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("SyncFile(%s) = %v, want a type error naming it as %s", c.name, err, c.want)
+		}
+	}
+	if err := SyncFile(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("SyncFile(missing) = %v, want ENOENT", err)
+	}
+	// A failed fsync is reported, naming the file: procfs's regular files
+	// refuse fsync (EINVAL), as no disk's file can be made to on demand.
+	const status = "/proc/self/status"
+	if _, err := os.Lstat(status); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no %s on CI's machine: %v", status, err)
+		}
+		t.Skipf("no procfs here (%v): a failed fsync cannot be provoked", err)
+	}
+	err := SyncFile(status)
+	var pe *fs.PathError
+	if !errors.Is(err, syscall.EINVAL) || !errors.As(err, &pe) || pe.Op != "sync" || pe.Path != status {
+		t.Errorf("SyncFile(%s) = %v, want its fsync's failure (EINVAL) naming it", status, err)
+	}
+}
