@@ -957,11 +957,19 @@ func (b *Backend) Sync(ctx context.Context, loc storage.Loc, n uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := b.syncHeadFile(filepath.Join(dir, storage.RevisionName(n))); err != nil {
-		return err
+	// The head's file beside its directory, as a publish fsyncs a link
+	// count beside its directory (fsyncOwed): two flushes at once, not
+	// one after the other.
+	var ferr, derr error
+	b.runAtOnce([]func() error{
+		func() error { ferr = b.syncHeadFile(filepath.Join(dir, storage.RevisionName(n))); return nil },
+		func() error { derr = b.fsyncDirs([]string{dir}, needs); return nil },
+	}, nil)
+	if ferr != nil {
+		return ferr
 	}
-	if err := b.fsyncDirs([]string{dir}, needs); err != nil {
-		return err
+	if derr != nil {
+		return derr
 	}
 	b.mu.Lock()
 	if b.synced[loc] < n {
