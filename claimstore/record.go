@@ -768,5 +768,37 @@ func encodeString(s string) []byte {
 	return v
 }
 
-// timestamp formats t as the record's writtenAt does.
-func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+// timestampLayout is the layout of every time a record or proof holds:
+// UTC, to the millisecond.
+const timestampLayout = "2006-01-02T15:04:05.000Z"
+
+// timestamp formats t as the record's writtenAt does (timestampLayout).
+// Every step formats its time, so the digits are written directly, without
+// Format's reading of its layout; a year outside 0..9999, which that
+// layout writes differently, goes through Format.
+func timestamp(t time.Time) string {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.Format(timestampLayout)
+	}
+	b := appendDigits(make([]byte, 0, len(timestampLayout)), year, 4)
+	b = appendDigits(append(b, '-'), int(month), 2)
+	b = appendDigits(append(b, '-'), day, 2)
+	b = appendDigits(append(b, 'T'), t.Hour(), 2)
+	b = appendDigits(append(b, ':'), t.Minute(), 2)
+	b = appendDigits(append(b, ':'), t.Second(), 2)
+	b = appendDigits(append(b, '.'), t.Nanosecond()/int(time.Millisecond), 3)
+	return string(append(b, 'Z'))
+}
+
+// appendDigits appends v, 0 <= v < 10^n, as n decimal digits (n <= 4).
+func appendDigits(b []byte, v, n int) []byte {
+	at := len(b)
+	b = append(b, "0000"[:n]...)
+	for i := len(b) - 1; i >= at; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return b
+}

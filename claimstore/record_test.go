@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
@@ -244,6 +245,29 @@ func TestTimestamp(t *testing.T) {
 	if got := timestamp(fixedNow()); got != "2024-05-06T07:08:09.010Z" {
 		t.Errorf("timestamp = %s", got)
 	}
+	// Written digit by digit, it is Format of the layout for any time: in
+	// any zone, at the years' edges and beyond them (where Format's own
+	// form is kept), to the millisecond, truncated.
+	edges := []time.Time{
+		time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 12, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(2026, 12, 5, 23, 30, 0, 1_999_999, time.FixedZone("east", 5*3600+1800)),
+		{},
+	}
+	for _, tm := range edges {
+		if got, want := timestamp(tm), tm.UTC().Format(timestampLayout); got != want {
+			t.Errorf("timestamp(%v) = %s, want %s", tm, got, want)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		tm := time.Unix(rapid.Int64Range(-70_000_000_000, 300_000_000_000).Draw(t, "sec"), rapid.Int64Range(0, 999_999_999).Draw(t, "nsec"))
+		tm = tm.In(time.FixedZone("z", rapid.IntRange(-14*3600, 14*3600).Draw(t, "offset")))
+		if got, want := timestamp(tm), tm.UTC().Format(timestampLayout); got != want {
+			t.Fatalf("timestamp(%v) = %s, want %s", tm, got, want)
+		}
+	})
 }
 
 // TestEncodeStringIsJSJSON pins encodeString to jsJSON byte for byte,

@@ -269,7 +269,7 @@ func (s *Store) prepareStep(ctx context.Context, seat Key, seatN uint64, session
 		n  uint64
 	}{{seatP, seat, seatN}, {sessionP, session, sessionN}} {
 		if hook, ok := x.pr.encode(s, x.k, x.n, rec, body, writtenAt); ok {
-			r := storage.PrepareRequest{Loc: x.k.Loc(), N: x.n, Data: x.pr.data, Prev: x.pr.prev, Hook: hook}
+			r := storage.PrepareRequest{Loc: x.pr.loc, N: x.n, Data: x.pr.data, Prev: x.pr.prev, Hook: hook}
 			if fence != nil {
 				r.Fence = func() error { return fence(x.k) }
 			}
@@ -674,6 +674,9 @@ func (s *Store) step(ctx context.Context, c *Claim, next *Record) error {
 	// The checks of both heads: run while the temporaries' fsyncs are in
 	// flight, where the backend can (storage.PrepareRequest.Fence), which
 	// takes them off the step's time.
+	// fenceErr is set by the fences, which the backend may call on a
+	// goroutine of its own (one after the other), and read only once
+	// prepareStep has returned, after the last of them.
 	var fenceErr error // the first key's that failed, the seat's first
 	fence := func(k Key) error {
 		err := s.fenced(ctx, c, k)

@@ -28,6 +28,9 @@ import (
 type Backend struct {
 	fs   vfs.FS
 	root string
+	// seatDir and sessionDir are the kind directories' paths, each with a
+	// separator after it (see dir).
+	seatDir, sessionDir string
 
 	mu    sync.Mutex
 	hints map[storage.Loc]uint64 // last head seen: where the next probe starts
@@ -133,6 +136,8 @@ func New(root string, opts *Options) *Backend {
 	strict := fsys == vfs.OS
 	b := &Backend{fs: fsys, root: filepath.Clean(root), hints: map[storage.Loc]uint64{}, durable: map[string]bool{}, syncedAt: map[string]uint64{}, kindOK: map[string]bool{}, synced: map[storage.Loc]uint64{}, strict: strict, sequential: opts.Sequential, inflight: map[uint64]bool{}}
 	b.settled = sync.NewCond(&b.mu)
+	b.seatDir = filepath.Join(b.root, string(storage.KindSeat)) + string(filepath.Separator)
+	b.sessionDir = filepath.Join(b.root, string(storage.KindSession)) + string(filepath.Separator)
 	return b
 }
 
@@ -147,8 +152,30 @@ func (b *Backend) Path(elem ...string) string {
 // FS returns the filesystem the backend runs on.
 func (b *Backend) FS() vfs.FS { return b.fs }
 
+// dir is the directory of loc's key: filepath.Join of the root, the kind
+// and the hash. A key's hash is a plain name (no separator, not "." or
+// ".."), and joined to its kind directory's clean path it is then that
+// path, a separator and the name: every publish and every look names its
+// key directory, and cleaning the whole path again was most of Join's
+// cost.
 func (b *Backend) dir(loc storage.Loc) string {
+	var prefix string
+	switch loc.Kind {
+	case storage.KindSeat:
+		prefix = b.seatDir
+	case storage.KindSession:
+		prefix = b.sessionDir
+	}
+	if prefix != "" && plainName(loc.Hash) {
+		return prefix + loc.Hash
+	}
 	return filepath.Join(b.root, string(loc.Kind), loc.Hash)
+}
+
+// plainName reports whether name is one clean path element: not empty,
+// not "." or "..", without a separator.
+func plainName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, filepath.Separator)
 }
 
 // checkKeyDir is checkDir for a key directory, which is checked inside its

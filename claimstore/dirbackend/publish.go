@@ -560,12 +560,11 @@ func (p *prepared) syncTemp() error {
 // what this returns, after it returned), and nothing is linked here.
 // A parent fsync's failure fails every revision of the batch.
 //
-// The requests' fences (storage.PrepareRequest.Fence) are called on the
-// caller's goroutine once every temporary is written (syncBatch): just
-// before the fsyncs are submitted at once, or, where they run on
-// goroutines, while they are in flight, before the last of them is
-// issued; a request whose fence fails is discarded with the fence's
-// error.
+// The requests' fences (storage.PrepareRequest.Fence) are called once
+// every temporary is written, while the fsyncs are in flight (syncBatch):
+// on a goroutine beside the caller's own fsync where they are submitted at
+// once (submitted), on the caller where they run on goroutines; a request
+// whose fence fails is discarded with the fence's error.
 func (b *Backend) PrepareBatch(ctx context.Context, reqs []storage.PrepareRequest) ([]storage.Prepared, []error) {
 	ps := make([]storage.Prepared, len(reqs))
 	errs := make([]error, len(reqs))
@@ -669,11 +668,11 @@ func failFenced(staged []*prepared, errs, fenced []error) {
 // before (see settle): then none of the batch may be published.
 //
 // The fences of fenced (the batch's requests, staged[i] from fenced[i];
-// nil: none) are called just before the fsyncs are submitted at once
-// (submitted), or else while they are in flight on goroutines
-// (runAtOnce), and a request whose fence failed is discarded with its
-// fence's error before anything else is judged: it meets no temp-synced
-// barrier, and a batch that fails keeps that error for it.
+// nil: none) are called while the fsyncs are in flight, submitted at once
+// (submitted) or on goroutines (runAtOnce), and a request whose fence
+// failed is discarded with its fence's error before anything else is
+// judged: it meets no temp-synced barrier, and a batch that fails keeps
+// that error for it.
 func (b *Backend) syncBatch(staged []*prepared, errs []error, fenced []storage.PrepareRequest) error {
 	var needs []parentSync
 	for _, p := range staged {
@@ -726,17 +725,22 @@ func (b *Backend) syncBatch(staged []*prepared, errs []error, fenced []storage.P
 // submitted is syncBatch's fsyncs submitted to the kernel at once
 // (vfs.SyncBatch), where the filesystem allows, and reports whether they
 // were: false, having done nothing, where they cannot be (the caller then
-// runs them on goroutines). The fences of fenced are called first, and the
-// temporaries of those that failed are discarded unsynced: with no
-// goroutine per fsync, work done while the fsyncs run would take the CPU
-// from the kernel's own work of issuing them. The parents' fsyncs (pcalls)
-// run on the caller once the temporaries' are submitted; where there are
-// none, the last temporary's fsync runs there instead of in the
-// submission, so that the caller, which would only sleep until a kernel
-// worker was woken for it, makes one of the fsyncs itself (as
-// fsyncOwed's caller makes the directory's beside the link counts).
+// runs them on goroutines).
+//
+// Where no parent is owed (a step's), the last temporary's fsync runs on
+// the caller instead of in the submission, so that the caller, which
+// would only sleep until a kernel worker was woken for it, makes one of
+// the fsyncs itself (as fsyncOwed's caller makes the directory's beside
+// the link counts); and the fences of fenced run on a goroutine while it
+// does, off the step's time. A request whose fence failed is then
+// discarded once the fsyncs are done, its temporary fsynced for nothing:
+// a fence fails only where the claim was lost, and its looks would
+// otherwise come before every step's fsyncs. Where parents are owed (a
+// new key's), the fences are called first and the temporaries of those
+// that failed are discarded unsynced, and the parents' fsyncs (pcalls)
+// run on the caller once the temporaries' are submitted.
 func (b *Backend) submitted(staged []*prepared, errs []error, fenced []storage.PrepareRequest, pcalls []func() error) bool {
-	_, temps := liveTemps(staged)
+	live, temps := liveTemps(staged)
 	if len(temps)+len(pcalls) < 2 {
 		return false
 	}
@@ -744,19 +748,24 @@ func (b *Backend) submitted(staged []*prepared, errs []error, fenced []storage.P
 	if err != nil {
 		return false
 	}
-	failFenced(staged, errs, callFences(fenced))
-	live, temps := liveTemps(staged)
-	var during func()
-	var own error // the caller's fsync of its temporary, if it makes one
-	switch {
-	case len(pcalls) > 0:
+	var (
 		during = func() { b.runAtOnce(pcalls, nil) }
-	case len(temps) > 0:
-		// A lone temporary (the fences discarded the other) is the
-		// caller's alone, and the submission holds none.
+		own    error        // the caller's fsync of its temporary, if it makes one
+		fences chan []error // what the fences said, where they ran beside the fsyncs
+	)
+	if len(pcalls) > 0 {
+		failFenced(staged, errs, callFences(fenced))
+		live, temps = liveTemps(staged)
+	} else {
 		var last vfs.TempFile
 		temps, last = temps[:len(temps)-1], temps[len(temps)-1]
-		during = func() { own = b.sync(last.Sync) }
+		during = func() {
+			if hasFence(fenced) {
+				fences = make(chan []error, 1)
+				go func() { fences <- callFences(fenced) }()
+			}
+			own = b.sync(last.Sync)
+		}
 	}
 	serrs := b.syncEach(func() []error { return sb.Sync(temps, during) })
 	for j, i := range live {
@@ -766,7 +775,20 @@ func (b *Backend) submitted(staged []*prepared, errs []error, fenced []storage.P
 			errs[i] = own
 		}
 	}
+	if fences != nil {
+		failFenced(staged, errs, <-fences)
+	}
 	return true
+}
+
+// hasFence reports whether any of reqs has a fence.
+func hasFence(reqs []storage.PrepareRequest) bool {
+	for _, r := range reqs {
+		if r.Fence != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // liveTemps returns the indexes of staged's entries that are not nil, and

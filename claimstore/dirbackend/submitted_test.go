@@ -157,10 +157,10 @@ func TestSyncEachFailureIsSticky(t *testing.T) {
 	}
 }
 
-// Where a step's fences discard a temporary before its fsync, what is left
-// is fsynced all the same: a lone temporary by the caller itself, outside
-// the submission (which then holds nothing); none at all when every fence
-// failed, each request failing with its own fence's error.
+// A step's fences run while its fsyncs do, once the seat's is submitted
+// (the session's is the caller's own): a temporary whose fence failed is
+// fsynced for nothing and then discarded, failing with its fence's error,
+// and what is left is synced as ever; none when every fence failed.
 func TestFencedOutTemporaryLeavesTheOtherSynced(t *testing.T) {
 	needSubmitted(t)
 	refused := errors.New("the claim moved")
@@ -181,6 +181,8 @@ func TestFencedOutTemporaryLeavesTheOtherSynced(t *testing.T) {
 			var reqs []storage.PrepareRequest
 			var synced []int
 			var mu sync.Mutex
+			var before uint64
+			var submittedAtFence []uint64 // fsyncs submitted when each fence ran
 			for i, loc := range locs {
 				publishOne(t, b, loc, 1, "{}\n")
 				var ferr error
@@ -189,8 +191,11 @@ func TestFencedOutTemporaryLeavesTheOtherSynced(t *testing.T) {
 				}
 				reqs = append(reqs, storage.PrepareRequest{
 					Loc: loc, N: 2, Data: []byte("{}\n"),
-					Prev:  []byte("{}\n"),
-					Fence: func() error { return ferr },
+					Prev: []byte("{}\n"),
+					Fence: func() error {
+						submittedAtFence = append(submittedAtFence, vfs.SyncsSubmitted()-before)
+						return ferr
+					},
 					Hook: func(bar storage.Barrier) error {
 						if bar == storage.BarrierTempSynced {
 							mu.Lock()
@@ -201,10 +206,13 @@ func TestFencedOutTemporaryLeavesTheOtherSynced(t *testing.T) {
 					},
 				})
 			}
-			before := vfs.SyncsSubmitted()
+			before = vfs.SyncsSubmitted()
 			ps, errs := b.PrepareBatch(context.Background(), reqs)
-			if got := vfs.SyncsSubmitted() - before; got != 0 {
-				t.Errorf("%d fsyncs submitted, want none: what the fences leave is the caller's", got)
+			if got := vfs.SyncsSubmitted() - before; got != 1 {
+				t.Errorf("%d fsyncs submitted, want the seat's alone", got)
+			}
+			if diff := cmp.Diff([]uint64{1, 1}, submittedAtFence); diff != "" {
+				t.Errorf("fsyncs submitted when each fence ran (-want +got):\n%s", diff)
 			}
 			var want []int
 			for i, failed := range c.failed {
@@ -226,5 +234,63 @@ func TestFencedOutTemporaryLeavesTheOtherSynced(t *testing.T) {
 				t.Errorf("temporaries synced (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Where a batch's directories owe their parents an fsync (a key first used
+// by this process), its fences are called before anything is submitted,
+// and a temporary whose fence failed is never fsynced: the submission
+// holds the others' alone.
+func TestFencesBeforeOwedParents(t *testing.T) {
+	needSubmitted(t)
+	root := newRoot(t)
+	refused := errors.New("the claim moved")
+	locs := []storage.Loc{
+		{Kind: storage.KindSeat, Hash: strings.Repeat("c3", 16)},
+		{Kind: storage.KindSession, Hash: strings.Repeat("d4", 16)},
+	}
+	for _, loc := range locs {
+		publishOne(t, New(root, nil), loc, 1, "{}\n")
+	}
+	var mu sync.Mutex
+	var synced []string
+	b := New(root, &Options{FS: syncDirCounted{mu: &mu, synced: &synced}}) // a process that has not used the keys yet
+	var before uint64
+	var submittedAtFence []uint64
+	var reqs []storage.PrepareRequest
+	for i, loc := range locs {
+		var ferr error
+		if i == 1 {
+			ferr = refused
+		}
+		reqs = append(reqs, storage.PrepareRequest{
+			Loc: loc, N: 2, Data: []byte("{}\n"), Prev: []byte("{}\n"),
+			Fence: func() error {
+				submittedAtFence = append(submittedAtFence, vfs.SyncsSubmitted()-before)
+				return ferr
+			},
+		})
+	}
+	before = vfs.SyncsSubmitted()
+	ps, errs := b.PrepareBatch(context.Background(), reqs)
+	if diff := cmp.Diff([]uint64{0, 0}, submittedAtFence); diff != "" {
+		t.Errorf("fsyncs submitted when each fence ran (-want +got):\n%s", diff)
+	}
+	if got := vfs.SyncsSubmitted() - before; got != 1 {
+		t.Errorf("%d fsyncs submitted, want the seat's temporary alone", got)
+	}
+	mu.Lock()
+	if len(synced) == 0 {
+		t.Errorf("no directory fsynced: the batch owed no parent, and this test tests nothing")
+	}
+	mu.Unlock()
+	if ps[1] != nil || !errors.Is(errs[1], refused) {
+		t.Errorf("the refused request: %v, %v; want its fence's error", ps[1], errs[1])
+	}
+	if errs[0] != nil {
+		t.Fatalf("the seat's request: %v", errs[0])
+	}
+	if err := ps[0].Commit(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -349,8 +349,20 @@ type Finding struct {
 	RepairFailed bool
 }
 
-// RevisionName returns the file name of revision n: "r" and ten digits.
-func RevisionName(n uint64) string { return fmt.Sprintf("r%010d.json", n) }
+// RevisionName returns the file name of revision n: "r" and ten digits
+// (as fmt's "r%010d.json": more where n is above MaxRevision).
+func RevisionName(n uint64) string {
+	if n > MaxRevision {
+		return fmt.Sprintf("r%010d.json", n)
+	}
+	// Every publish names its revision: the digits are written directly.
+	b := [16]byte{'r', 10: '0', 11: '.', 12: 'j', 13: 's', 14: 'o', 15: 'n'}
+	for i := 10; i >= 1; i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[:])
+}
 
 // ParseRevisionNameBytes is ParseRevisionName on bytes, allocating nothing.
 func ParseRevisionNameBytes(name []byte) (uint64, bool) {
@@ -481,20 +493,24 @@ type PrepareRequest struct {
 	// Fence, when set, is the caller's own check that the revision may
 	// still be published (a step's: that the revisions below are still
 	// the claim's heads and the numbers above them free). PrepareBatch
-	// and PublishBatch call every request's Fence exactly once, on the
-	// calling goroutine, after every request of the batch is staged and
-	// before any is linked, whatever its staging's outcome (a PublishBatch
-	// whose context is done once its requests are staged returns that
-	// error, publishing nothing and calling none); an error it returns
-	// becomes the request's, in place of any other, and nothing of the
-	// request is then published. The directory backend calls the fences
-	// of a PrepareBatch once its temporaries are written: just before
-	// their fsyncs are submitted at once (io_uring), fsyncing none whose
-	// fence failed; or, where the fsyncs run on goroutines, while they
-	// are in flight, so that the checks take no time of their own there.
-	// A fenced request's name is not looked at before its fsync: its
-	// fence is to say whether the number is still free (the link decides
-	// in the end, as always).
+	// and PublishBatch call every request's Fence exactly once, after
+	// every request of the batch is staged and before any is linked,
+	// whatever its staging's outcome (a PublishBatch whose context is done
+	// once its requests are staged returns that error, publishing nothing
+	// and calling none); an error it returns becomes the request's, in
+	// place of any other, and nothing of the request is then published.
+	// A batch's fences are called one after another, in order, on one
+	// goroutine, which need not be the caller's: the call returns only
+	// after the last of them. The directory backend calls the fences of a
+	// PrepareBatch while the temporaries' fsyncs are in flight, so that
+	// the checks take no time of their own: on a goroutine beside the
+	// caller's own fsync where the fsyncs are submitted at once
+	// (io_uring), fsyncing a temporary whose fence then fails for
+	// nothing; on the caller where they run on goroutines; and first,
+	// fsyncing none whose fence failed, where a new directory's parent is
+	// owed an fsync. A fenced request's name is not looked at before its
+	// fsync: its fence is to say whether the number is still free (the
+	// link decides in the end, as always).
 	Fence func() error
 }
 

@@ -37,7 +37,7 @@ var targets = []target{
 			"Backend.Head", "Backend.CountedHead", "Backend.readHead", "Backend.probe", "Backend.IsOwnHead", "Backend.census", "climb",
 			"Backend.SyncWalk", "Backend.List", "Backend.checkKeyDir", "usable", "Backend.checkDir",
 			"Backend.WriteProof", "Backend.ReadProof",
-			"Backend.syncEach",
+			"Backend.syncEach", "Backend.dir", "plainName",
 		},
 		Tests: dirbackendTests,
 	},
@@ -47,7 +47,7 @@ var targets = []target{
 			"Backend.makeDirs", "Backend.aboveKeys", "Backend.makeDirsIn", "Backend.makeDir", "Backend.makeRoot", "Backend.fsyncDirs",
 			"Backend.owedParents", "Backend.runAtOnce", "Backend.recordSynced",
 			"Backend.prepare", "Backend.stage", "prepared.syncTemp", "Backend.PrepareBatch", "Backend.stageRequest", "Backend.syncBatch", "tempsSynced",
-			"callFences", "failFenced", "Backend.submitted", "liveTemps",
+			"callFences", "failFenced", "Backend.submitted", "hasFence", "liveTemps",
 			"prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
 			"Backend.fsyncOwed", "Backend.submittedLinks", "Backend.syncOwed", "prepared.linkSyncs", "prepared.closeLinked",
 			"Backend.syncHeadFile",
@@ -124,8 +124,15 @@ var targets = []target{
 		// this store wrote them, and a key's directory is the hash of
 		// its JSON.
 		File:  "claimstore/record.go",
-		Funcs: []string{"Record.Marshal", "Record.appendBody", "appendTail", "compact", "encodeString", "proofJSON", "Proof.appendJSON", "Host.appendJSON"},
+		Funcs: []string{"Record.Marshal", "Record.appendBody", "appendTail", "compact", "encodeString", "proofJSON", "Proof.appendJSON", "Host.appendJSON", "timestamp", "appendDigits"},
 		Tests: claimstoreTests,
+	},
+	{
+		// Every revision's file name: a mistake here publishes under a
+		// name no reader looks for.
+		File:  "claimstore/storage/storage.go",
+		Funcs: []string{"RevisionName"},
+		Tests: []string{"./claimstore/storage"},
 	},
 	{
 		File:  "claimstore/key.go",
