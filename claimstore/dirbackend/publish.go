@@ -33,8 +33,9 @@ import (
 //	         before any is fsynced, then all fsynced at once with the
 //	         parents their directories owe (a step's parents are paid before
 //	         its links, where a journaling filesystem commits them with the
-//	         temporaries), the caller's fences checked just before
-//	         (submitted at once) or while they run (on goroutines).
+//	         temporaries), the caller's fences checked while they run
+//	         (beside the caller's own fsync, or on the caller while
+//	         goroutines fsync), or just before where a parent is owed.
 //
 // Only the link waits for the temporary's fsync, and nothing is
 // acknowledged before every fsync it needs returned. A directory's entry is
