@@ -673,10 +673,9 @@ func (s *Store) step(ctx context.Context, c *Claim, next *Record) error {
 	}
 	// The checks of both heads: run while the temporaries' fsyncs are in
 	// flight, where the backend can (storage.PrepareRequest.Fence), which
-	// takes them off the step's time.
-	// fenceErr is set by the fences, which the backend may call on a
-	// goroutine of its own (one after the other), and read only once
-	// prepareStep has returned, after the last of them.
+	// takes them off the step's time. The backend may call them on a
+	// goroutine of its own, one after the other: fenceErr is read only
+	// once prepareStep has returned, after the last of them.
 	var fenceErr error // the first key's that failed, the seat's first
 	fence := func(k Key) error {
 		err := s.fenced(ctx, c, k)

@@ -356,7 +356,7 @@ func RevisionName(n uint64) string {
 		return fmt.Sprintf("r%010d.json", n)
 	}
 	// Every publish names its revision: the digits are written directly.
-	b := [16]byte{'r', 10: '0', 11: '.', 12: 'j', 13: 's', 14: 'o', 15: 'n'}
+	b := [16]byte{0: 'r', 11: '.', 12: 'j', 13: 's', 14: 'o', 15: 'n'}
 	for i := 10; i >= 1; i-- {
 		b[i] = byte('0' + n%10)
 		n /= 10
