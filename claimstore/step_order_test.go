@@ -87,6 +87,10 @@ func (f *orderFS) SyncDir(name string) error {
 	return f.OSFS.SyncDir(name)
 }
 
+// SyncDirs keeps the directories' fsyncs in view: the OS's, promoted,
+// would make them without SyncDir.
+func (f *orderFS) SyncDirs(names []string) []error { return vfs.SyncDirsEach(f, names) }
+
 func (f *orderFS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
 	t, err := f.OSFS.CreateTemp(dir, perm)
 	if err != nil {

@@ -44,6 +44,9 @@ func (f traceFS) Mkdir(name string, perm fs.FileMode) error {
 }
 func (f traceFS) Remove(name string) error  { f.note(name); return f.OSFS.Remove(name) }
 func (f traceFS) SyncDir(name string) error { f.note(name); return f.OSFS.SyncDir(name) }
+
+// SyncDirs keeps every directory's fsync in SyncDir (vfs.DirsSyncer).
+func (f traceFS) SyncDirs(names []string) []error { return vfs.SyncDirsEach(f, names) }
 func (f traceFS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
 	f.note(dir + "/")
 	return f.OSFS.CreateTemp(dir, perm)
@@ -140,6 +143,9 @@ type syncCountFS struct {
 
 func (f syncCountFS) SyncFS(name string) error  { *f.n++; return f.OSFS.SyncFS(name) }
 func (f syncCountFS) SyncDir(name string) error { *f.n++; return f.OSFS.SyncDir(name) }
+
+// SyncDirs keeps every directory's fsync in SyncDir (vfs.DirsSyncer).
+func (f syncCountFS) SyncDirs(names []string) []error { return vfs.SyncDirsEach(f, names) }
 
 // A walk over keys that hold no revision has no decision to make durable:
 // it syncs nothing.

@@ -66,6 +66,8 @@ type Backend struct {
 	// uid is the root's owner, once read (see rootUID).
 	uid             int
 	uidOK, uidKnown bool
+	// euid is this process's effective uid, read at New (see makeDir).
+	euid int
 }
 
 var (
@@ -134,7 +136,7 @@ func New(root string, opts *Options) *Backend {
 	// The ancestors of a root on the operating system's filesystem are
 	// checked before its first write; a simulated one has none to check.
 	strict := fsys == vfs.OS
-	b := &Backend{fs: fsys, root: filepath.Clean(root), hints: map[storage.Loc]uint64{}, durable: map[string]bool{}, syncedAt: map[string]uint64{}, kindOK: map[string]bool{}, synced: map[storage.Loc]uint64{}, strict: strict, sequential: opts.Sequential, inflight: map[uint64]bool{}}
+	b := &Backend{fs: fsys, root: filepath.Clean(root), hints: map[storage.Loc]uint64{}, durable: map[string]bool{}, syncedAt: map[string]uint64{}, kindOK: map[string]bool{}, synced: map[storage.Loc]uint64{}, strict: strict, sequential: opts.Sequential, inflight: map[uint64]bool{}, euid: geteuid()}
 	b.settled = sync.NewCond(&b.mu)
 	b.seatDir = filepath.Join(b.root, string(storage.KindSeat)) + string(filepath.Separator)
 	b.sessionDir = filepath.Join(b.root, string(storage.KindSession)) + string(filepath.Separator)

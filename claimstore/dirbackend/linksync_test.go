@@ -39,6 +39,9 @@ func (f linkOrderFS) SyncDir(name string) error {
 	return f.OSFS.SyncDir(name)
 }
 
+// SyncDirs keeps every directory's fsync in SyncDir (vfs.DirsSyncer).
+func (f linkOrderFS) SyncDirs(names []string) []error { return vfs.SyncDirsEach(f, names) }
+
 func (f linkOrderFS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
 	t, err := f.OSFS.CreateTemp(dir, perm)
 	if err != nil {

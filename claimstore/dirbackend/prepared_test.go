@@ -30,6 +30,9 @@ func (f faultyOS) SyncDir(name string) error {
 	return f.OSFS.SyncDir(name)
 }
 
+// SyncDirs keeps every directory's fsync in SyncDir (vfs.DirsSyncer).
+func (f faultyOS) SyncDirs(names []string) []error { return vfs.SyncDirsEach(f, names) }
+
 func (f faultyOS) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
 	f.temps.Add(1)
 	t, err := f.OSFS.CreateTemp(dir, perm)

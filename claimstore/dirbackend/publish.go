@@ -144,6 +144,12 @@ func (b *Backend) makeDirsIn(dir string, above dirsAbove, existing bool) ([]pare
 
 // makeDir makes d, a directory below the root, unless it exists, and
 // checks it. existing: look first, and make it only if it is missing.
+//
+// A directory this process has just made is looked at only where the
+// process is not the root's owner: then what it makes is another user's,
+// distrusted, and refused here before anything is published in it. Made by
+// the root's owner, with mode 0700 in a parent already checked, it is what
+// the look would find: only that owner could have replaced it since.
 func (b *Backend) makeDir(d string, existing bool) error {
 	if existing {
 		ok, distrust, err := b.checkDir(d)
@@ -156,8 +162,12 @@ func (b *Backend) makeDir(d string, existing bool) error {
 			return nil
 		}
 	}
-	if err := b.fs.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	err := b.fs.Mkdir(d, 0o700)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
+	}
+	if uid, ok := b.rootUID(); err == nil && ok && uid == b.euid {
+		return nil
 	}
 	if _, distrust, err := b.checkDir(d); err != nil {
 		return err
@@ -225,9 +235,7 @@ func (b *Backend) fsyncOwed(dirs []string, needs []parentSync, linked []*prepare
 	for i, p := range linked {
 		calls = append(calls, func() error { lerrs[i] = b.sync(p.linkSync.SyncLink); return nil })
 	}
-	for i, d := range order {
-		calls = append(calls, func() error { errs[i] = b.syncOwed(d, childOnly[d]); return nil })
-	}
+	calls = append(calls, b.owedCalls(order, childOnly, errs)...)
 	if b.sequential || !b.submittedLinks(linked, lerrs, func() { b.runAtOnce(calls[len(linked):], nil) }) {
 		b.runAtOnce(calls, nil)
 	}
@@ -333,6 +341,36 @@ func (b *Backend) syncOwed(d string, childOnly bool) error {
 		}
 		return err
 	})
+}
+
+// owedCalls returns the calls that fsync dirs (owedParents' order, with
+// its childOnly), each directory's error set in errs[i] as syncOwed
+// returns it: one call for all of them where there are two or more and
+// the filesystem submits several at once (vfs.DirsSyncer), so that none
+// waits for a goroutine's thread to be started; a call each otherwise.
+func (b *Backend) owedCalls(dirs []string, childOnly map[string]bool, errs []error) []func() error {
+	ds, ok := b.fs.(vfs.DirsSyncer)
+	if !ok || b.sequential || len(dirs) < 2 {
+		calls := make([]func() error, len(dirs))
+		for i, d := range dirs {
+			calls[i] = func() error { errs[i] = b.syncOwed(d, childOnly[d]); return nil }
+		}
+		return calls
+	}
+	return []func() error{func() error {
+		copy(errs, b.syncEach(func() []error {
+			out := ds.SyncDirs(dirs)
+			for i, err := range out {
+				// As syncOwed: a directory fsynced for its own
+				// contents alone that is gone was removed by prune.
+				if childOnly[dirs[i]] && errors.Is(err, fs.ErrNotExist) {
+					out[i] = nil
+				}
+			}
+			return out
+		}))
+		return nil
+	}}
 }
 
 // runAtOnce runs calls at once: all but the last on goroutines of their
@@ -684,10 +722,7 @@ func (b *Backend) syncBatch(staged []*prepared, errs []error, fenced []storage.P
 	parents, childOnly, start := b.owedParents(nil, needs, true)
 	before := b.running()
 	perrs := make([]error, len(parents))
-	var pcalls []func() error
-	for i, d := range parents {
-		pcalls = append(pcalls, func() error { perrs[i] = b.syncOwed(d, childOnly[d]); return nil })
-	}
+	pcalls := b.owedCalls(parents, childOnly, perrs)
 	if b.sequential || !b.submitted(staged, errs, fenced, pcalls) {
 		var calls []func() error
 		for i, p := range staged {

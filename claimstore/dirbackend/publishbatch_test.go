@@ -294,6 +294,9 @@ func (f syncCounted) SyncDir(name string) error {
 	return f.faultyOS.SyncDir(name)
 }
 
+// SyncDirs keeps every directory's fsync in SyncDir (vfs.DirsSyncer).
+func (f syncCounted) SyncDirs(names []string) []error { return vfs.SyncDirsEach(f, names) }
+
 func (f syncCounted) CreateTemp(dir string, perm fs.FileMode) (vfs.TempFile, error) {
 	t, err := f.faultyOS.CreateTemp(dir, perm)
 	if err != nil {
@@ -522,6 +525,9 @@ func (f slowFailingDir) SyncDir(name string) error {
 	<-f.released
 	return &fs.PathError{Op: "fsync", Path: name, Err: syscall.EIO}
 }
+
+// SyncDirs keeps every directory's fsync in SyncDir (vfs.DirsSyncer).
+func (f slowFailingDir) SyncDirs(names []string) []error { return vfs.SyncDirsEach(f, names) }
 
 func (f slowFailingDir) SyncFS(name string) error {
 	err := f.OSFS.SyncFS(name)

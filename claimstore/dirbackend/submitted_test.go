@@ -33,6 +33,9 @@ func (f syncDirCounted) SyncDir(name string) error {
 	return f.OSFS.SyncDir(name)
 }
 
+// SyncDirs keeps every directory's fsync in SyncDir (vfs.DirsSyncer).
+func (f syncDirCounted) SyncDirs(names []string) []error { return vfs.SyncDirsEach(f, names) }
+
 // A batch of two or more fsyncs of the operating system's temporaries is
 // submitted to the kernel at once (vfs.SyncBatch), with the parents that
 // new key directories owe fsynced beside it, through the filesystem's own
@@ -111,13 +114,43 @@ func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
 	}
 
 	// Directories alone, no link count (a new store making seat's head
-	// durable, Sync): nothing is submitted.
-	before = vfs.SyncBatches()
+	// durable, Sync): the directories are submitted at once, and the
+	// head's file is fsynced beside them on the caller's goroutine.
+	before, beforeSyncs = vfs.SyncBatches(), vfs.SyncsSubmitted()
 	if err := New(b.root, nil).Sync(context.Background(), seat, 3); err != nil {
 		t.Fatal(err)
 	}
-	if got := vfs.SyncBatches() - before; got != 0 {
-		t.Fatalf("directories' fsyncs with no link count among them: %d batches submitted, want none", got)
+	if got := vfs.SyncBatches() - before; got != 1 {
+		t.Fatalf("directories' fsyncs with no link count among them: %d batches submitted, want 1", got)
+	}
+	// The key directory, and the three above it whose entries this new
+	// store has not made durable: the seat kind directory, the root and
+	// the root's parent.
+	if got := vfs.SyncsSubmitted() - beforeSyncs; got != 4 {
+		t.Fatalf("%d directories' fsyncs submitted, want the key directory and the three above it", got)
+	}
+
+	// On the OS's filesystem itself, the directories a step on new keys
+	// owes go to the kernel in one submission of their own, beside the
+	// temporaries': a goroutine each would start them two at a time on
+	// two CPUs.
+	o := New(newRoot(t), nil)
+	publishOne(t, o, storage.Loc{Kind: storage.KindSeat, Hash: strings.Repeat("c3", 16)}, 1, "{}\n")
+	before, beforeSyncs = vfs.SyncBatches(), vfs.SyncsSubmitted()
+	ps, errs := o.PrepareBatch(context.Background(), []storage.PrepareRequest{{Loc: seat, N: 1, Data: []byte("{}\n")}, {Loc: session, N: 1, Data: []byte("{}\n")}})
+	for i, p := range ps {
+		if errs[i] != nil {
+			t.Fatalf("request %d: %v", i, errs[i])
+		}
+		if err := p.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := vfs.SyncBatches() - before; got != 1+1+2 {
+		t.Fatalf("%d batches submitted at once for a step on new keys, want 4: the temporaries, the directories, each link count", got)
+	}
+	if got := vfs.SyncsSubmitted() - beforeSyncs; got != 2+5+2 {
+		t.Fatalf("%d fsyncs submitted for a step on new keys, want 9: both temporaries, the three parents and the two new key directories, both link counts", got)
 	}
 
 	// A wrapper's temporaries are fsynced through their own Sync.
@@ -125,7 +158,7 @@ func TestBatchFsyncsSubmittedAtOnce(t *testing.T) {
 	var fail atomic.Bool
 	w := New(newRoot(t), &Options{FS: faultyOS{fail: &fail, temps: &temps, open: &open}})
 	before = vfs.SyncBatches()
-	ps, errs := w.PrepareBatch(context.Background(), []storage.PrepareRequest{{Loc: seat, N: 1, Data: []byte("{}\n")}, {Loc: session, N: 1, Data: []byte("{}\n")}})
+	ps, errs = w.PrepareBatch(context.Background(), []storage.PrepareRequest{{Loc: seat, N: 1, Data: []byte("{}\n")}, {Loc: session, N: 1, Data: []byte("{}\n")}})
 	if errors.Join(errs...) != nil {
 		t.Fatal(errs)
 	}

@@ -28,5 +28,9 @@
 // may kill a caller of io_uring_setup rather than refuse it: a systemd
 // unit's SystemCallFilter=), or the environment says
 // CLAIMSTORE_IO_URING=off, NewSyncBatch refuses and callers fsync on
-// goroutines as before.
+// goroutines as before. OSFS.SyncDirs (DirsSyncer) submits several
+// directories' fsyncs alike, each directory opened as SyncDir opens it,
+// and fsyncs them on goroutines where io_uring is off; a wrapper lacks the
+// capability unless it says how its own SyncDir is to see each directory
+// (SyncDirsEach).
 package vfs

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/claimstore/claimstore/internal/safefile"
 )
 
 // The io_uring ABI this file uses (include/uapi/linux/io_uring.h): fsync
@@ -423,4 +425,87 @@ func (sb *SyncBatch) Sync(temps []TempFile, during func()) []error {
 		errs[i] = &fs.PathError{Op: "sync", Path: t.(ringFD).name(), Err: fmt.Errorf("io_uring: %w", err)}
 	}
 	return errs
+}
+
+// SyncDirs implements DirsSyncer: each directory is opened as SyncDir
+// opens it, the fsyncs of those opened are submitted to the kernel at once
+// (fsyncFDs), and each is closed. A directory that cannot be opened has
+// SyncDir's refusal and is not waited for.
+func (OSFS) SyncDirs(names []string) []error {
+	errs := make([]error, len(names))
+	fds := make([]int32, 0, len(names))
+	at := make([]int, 0, len(names))
+	for i, name := range names {
+		fd, err := safefile.OpenDirFD(name)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		fds = append(fds, int32(fd))
+		at = append(at, i)
+	}
+	for j, err := range fsyncFDs(fds) {
+		i := at[j]
+		cerr := unix.Close(int(fds[j]))
+		switch {
+		case err != nil:
+			errs[i] = &fs.PathError{Op: "sync", Path: names[i], Err: err}
+		case cerr != nil:
+			errs[i] = &fs.PathError{Op: "close", Path: names[i], Err: cerr}
+		}
+	}
+	return errs
+}
+
+// fsyncFDs fsyncs fds at once and returns each one's error: the errno its
+// fsync returned, or why its outcome is unknown. Two or more go to the
+// kernel in one io_uring submission, waited for with one call; where no
+// ring can be had (io_uring off, more than a ring holds) or the kernel
+// refuses the submission whole, each is fsynced on a goroutine of its own,
+// the last on the caller's. A lone fsync is made on the caller's: a
+// submission would only add a kernel worker's wake-up to it.
+func fsyncFDs(fds []int32) []error {
+	errs := make([]error, len(fds))
+	if len(fds) == 0 {
+		return errs
+	}
+	if len(fds) > 1 && len(fds) <= ringEntries {
+		if r, err := getRing(); err == nil {
+			res := make([]int32, len(fds))
+			err := r.fsync(fds, res, nil)
+			if err == nil {
+				putRing(r)
+				for i, v := range res {
+					if v < 0 {
+						errs[i] = unix.Errno(-v)
+					}
+				}
+				return errs
+			}
+			r.close()
+			if !errors.Is(err, errNotSubmitted) {
+				for i := range errs {
+					errs[i] = fmt.Errorf("io_uring: %w", err)
+				}
+				return errs
+			}
+		}
+	}
+	last := len(fds) - 1
+	var wg sync.WaitGroup
+	for i, fd := range fds[:last] {
+		wg.Go(func() { errs[i] = fsyncFD(fd) })
+	}
+	errs[last] = fsyncFD(fds[last])
+	wg.Wait()
+	return errs
+}
+
+// fsyncFD is fsync(2) of fd, retried where a signal interrupted it.
+func fsyncFD(fd int32) error {
+	for {
+		if err := unix.Fsync(int(fd)); err != unix.EINTR {
+			return err
+		}
+	}
 }

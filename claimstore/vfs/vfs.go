@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/claimstore/claimstore/hostid"
@@ -117,6 +118,42 @@ type TooLargeError struct{ Size int64 }
 
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("the file holds %d bytes, more than the %d allowed", e.Size, MaxFileSize)
+}
+
+// DirsSyncer is an optional capability of an FS: SyncDir of several
+// directories at once, cheaper than SyncDir of each on a goroutine of its
+// own. OS has it: on Linux, one io_uring submission and one wait, where a
+// goroutine per directory keeps a thread, and on a machine of few CPUs a
+// P, blocked in the kernel while the next waits to be started (an
+// acquire's four directories went to the disk two at a time). Without it,
+// the directory backend calls SyncDir of each on goroutines, so a test's
+// wrapper, which need not have it, sees every SyncDir. A wrapper that
+// embeds OSFS and replaces SyncDir must replace SyncDirs too (with
+// SyncDirsEach), or the OS's, promoted, would fsync without its SyncDir.
+type DirsSyncer interface {
+	// SyncDirs is SyncDir of each of names, with SyncDir's contract and
+	// refusals, all at once. It returns each one's error, nil where its
+	// fsync succeeded; where the outcome of an fsync cannot be known (the
+	// wait for it failed), its error says so.
+	SyncDirs(names []string) []error
+}
+
+// SyncDirsEach is SyncDirs made of fsys's own SyncDir: each on a goroutine
+// of its own, the last on the caller's. It is the SyncDirs of a wrapper
+// whose SyncDir must see every directory (see DirsSyncer).
+func SyncDirsEach(fsys FS, names []string) []error {
+	errs := make([]error, len(names))
+	if len(names) == 0 {
+		return errs
+	}
+	last := len(names) - 1
+	var wg sync.WaitGroup
+	for i, name := range names[:last] {
+		wg.Go(func() { errs[i] = fsys.SyncDir(name) })
+	}
+	errs[last] = fsys.SyncDir(names[last])
+	wg.Wait()
+	return errs
 }
 
 // DirProber is an optional capability of an FS: checking whether many names

@@ -29,6 +29,10 @@ func SyncsSubmitted() uint64 { return 0 }
 // Sync is never reached off Linux: NewSyncBatch made no batch.
 func (*SyncBatch) Sync([]TempFile, func()) []error { panic("vfs: no SyncBatch off Linux") }
 
+// SyncDirs implements DirsSyncer off Linux, where there is no io_uring:
+// SyncDir of each on a goroutine of its own.
+func (fsys OSFS) SyncDirs(names []string) []error { return SyncDirsEach(fsys, names) }
+
 // explainCorrupt leaves errors as they are off Linux.
 func explainCorrupt(err error) error { return err }
 

@@ -50,7 +50,7 @@ var targets = []target{
 			"callFences", "failFenced", "Backend.submitted", "hasFence", "liveTemps",
 			"prepared.Commit", "prepared.link", "prepared.finish", "Backend.Sync", "Backend.writeExclusive",
 			"Backend.fsyncOwed", "Backend.submittedLinks", "Backend.syncOwed", "prepared.linkSyncs", "prepared.closeLinked",
-			"Backend.syncHeadFile",
+			"Backend.syncHeadFile", "Backend.owedCalls",
 		},
 		Tests: dirbackendTests,
 	},
@@ -198,7 +198,7 @@ var targets = []target{
 		// read of a root whose files are another user's, or lets reads
 		// journal an inode each again.
 		File:  "internal/safefile/safefile.go",
-		Funcs: []string{"openRead", "OpenRead", "SyncFile"},
+		Funcs: []string{"openRead", "OpenRead", "SyncFile", "OpenDirFD"},
 		Tests: []string{"./internal/safefile", "./claimstore/vfs", "./claimstore/dirbackend"},
 	},
 	{
@@ -206,7 +206,7 @@ var targets = []target{
 		// decision on it: a mistake here fsyncs nothing, or waits on a
 		// FIFO planted under the name.
 		File:  "claimstore/vfs/vfs.go",
-		Funcs: []string{"OSFS.SyncFile"},
+		Funcs: []string{"OSFS.SyncFile", "SyncDirsEach"},
 		Tests: []string{"./claimstore/vfs", "./claimstore/dirbackend"},
 	},
 	{
@@ -215,6 +215,7 @@ var targets = []target{
 		File: "claimstore/vfs/uring_linux.go",
 		Funcs: []string{
 			"seccompFiltered", "getRing", "putRing", "newRing", "setupCall", "ring.enter", "ring.fsync", "ring.reap", "NewSyncBatch", "SyncBatch.Sync", "ringsFromEnv",
+			"OSFS.SyncDirs", "fsyncFDs", "fsyncFD",
 		},
 		Tests: []string{"./claimstore/vfs", "./claimstore/dirbackend"},
 	},

@@ -274,13 +274,8 @@ func OpenDir(name string) (*os.File, error) {
 // Lstat is made only when the open failed, to word the refusal as
 // OpenDir's (a *TypeError naming what is there).
 func SyncDir(name string) error {
-	fd, err := openFD(name, flags(syscall.O_RDONLY|syscall.O_DIRECTORY, nil))
+	fd, err := OpenDirFD(name)
 	if err != nil {
-		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
-			if fi, lerr := os.Lstat(name); lerr == nil && !fi.IsDir() {
-				return &fs.PathError{Op: "open", Path: name, Err: &TypeError{Want: "a directory", Mode: fi.Mode()}}
-			}
-		}
 		return err
 	}
 	err = ignoringEINTR(func() error { return syscall.Fsync(fd) })
@@ -291,6 +286,25 @@ func SyncDir(name string) error {
 		return &fs.PathError{Op: "sync", Path: name, Err: err}
 	}
 	return nil
+}
+
+// OpenDirFD opens the directory name as SyncDir does (never a symlink,
+// never anything but a directory, without blocking) and returns the bare
+// descriptor, for a caller that fsyncs it in its own way (vfs submits
+// several directories' fsyncs at once). The caller closes it. A refusal is
+// SyncDir's: an *fs.PathError, wrapping a *TypeError naming what is there
+// where the name holds something else.
+func OpenDirFD(name string) (int, error) {
+	fd, err := openFD(name, flags(syscall.O_RDONLY|syscall.O_DIRECTORY, nil))
+	if err != nil {
+		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+			if fi, lerr := os.Lstat(name); lerr == nil && !fi.IsDir() {
+				return -1, &fs.PathError{Op: "open", Path: name, Err: &TypeError{Want: "a directory", Mode: fi.Mode()}}
+			}
+		}
+		return -1, err
+	}
+	return fd, nil
 }
 
 // SyncFile fsyncs the regular file name, opened read-only as ReadChecked
