@@ -15,8 +15,8 @@ import (
 )
 
 // syncDirsFixture returns three directories, then a symlink to the first,
-// a regular file, a FIFO and a name that does not exist, all in a new
-// directory.
+// a regular file, a FIFO, a name that does not exist and a name below the
+// regular file, all in a new directory.
 func syncDirsFixture(t *testing.T) (dirs, refused []string) {
 	t.Helper()
 	root := t.TempDir()
@@ -37,7 +37,7 @@ func syncDirsFixture(t *testing.T) (dirs, refused []string) {
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return dirs, []string{link, file, fifo, filepath.Join(root, "missing")}
+	return dirs, []string{link, file, fifo, filepath.Join(root, "missing"), filepath.Join(file, "below")}
 }
 
 // openUnder returns what this process's open descriptors name under root
@@ -93,14 +93,42 @@ func TestSyncDirs(t *testing.T) {
 		}
 	}
 	var te *safefile.TypeError
-	if !errors.As(errs[3], &te) || !errors.As(errs[4], &te) || !errors.As(errs[5], &te) || !errors.Is(errs[6], fs.ErrNotExist) {
-		t.Errorf("refusals %v: want what is there named for the symlink, the file and the FIFO, and ErrNotExist for the missing name", errs[3:])
+	if !errors.As(errs[3], &te) || !errors.As(errs[4], &te) || !errors.As(errs[5], &te) || !errors.Is(errs[6], fs.ErrNotExist) || !errors.Is(errs[7], unix.ENOTDIR) {
+		t.Errorf("refusals %v: want what is there named for the symlink, the file and the FIFO, ErrNotExist for the missing name, ENOTDIR below the file", errs[3:])
 	}
 	if got := SyncBatches() - before; got != 1 {
 		t.Errorf("%d batches submitted, want 1", got)
 	}
 	if got := SyncsSubmitted() - beforeSyncs; got != 3 {
 		t.Errorf("%d fsyncs submitted, want the three directories'", got)
+	}
+
+	// The ring used is put back for the next batch.
+	rings.mu.Lock()
+	idle := len(rings.idle)
+	rings.mu.Unlock()
+	if idle != 1 {
+		t.Errorf("%d idle rings after the batch, want the one it used back", idle)
+	}
+
+	// As many directories as a ring holds go in one submission; one more,
+	// on goroutines.
+	many := make([]string, ringEntries+1)
+	for i := range many {
+		many[i] = dirs[i%len(dirs)]
+	}
+	for _, n := range []int{ringEntries, ringEntries + 1} {
+		before, beforeSyncs := SyncBatches(), SyncsSubmitted()
+		if err := errors.Join(OSFS{}.SyncDirs(many[:n])...); err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(n)
+		if n > ringEntries {
+			want = 0
+		}
+		if got := SyncsSubmitted() - beforeSyncs; got != want || SyncBatches()-before != min(want, 1) {
+			t.Errorf("%d directories: %d fsyncs submitted in %d batches, want %d", n, got, SyncBatches()-before, want)
+		}
 	}
 
 	// A lone directory is fsynced on the caller's goroutine.
@@ -140,11 +168,27 @@ func TestSyncDirsWithoutARing(t *testing.T) {
 	}
 	rings.off.Store(false)
 
+	// A ring that failed is closed, not kept: the rings open beyond the
+	// idle ones (those other tests' pools hold) stay as many as before.
+	held := func() int {
+		t.Helper()
+		rings.mu.Lock()
+		defer rings.mu.Unlock()
+		return len(openRings(t)) - len(rings.idle)
+	}
+	base := held()
+	ringsHeld := func(when string) {
+		t.Helper()
+		if n := held(); n != base {
+			t.Errorf("%s: %d rings open beyond the idle ones, %d before", when, n, base)
+		}
+	}
 	var entered int
 	ringEnter = func(r *ring, submit, wait uint32) (int, error) { entered++; return 0, unix.EBUSY }
 	if err := errors.Join(OSFS{}.SyncDirs(dirs)...); err != nil || entered == 0 {
 		t.Fatalf("refused whole: %v (io_uring_enter called %d times)", err, entered)
 	}
+	ringsHeld("refused whole")
 
 	// Only pretended submitted, so that no completion can arrive before
 	// the failing wait (as TestRingFailures).
@@ -161,6 +205,24 @@ func TestSyncDirsWithoutARing(t *testing.T) {
 			t.Errorf("failed wait: %s: %v, want a failure naming the directory, io_uring and EFAULT", dirs[i], err)
 		}
 	}
+	ringsHeld("failed wait")
+}
+
+// openRings returns this process's descriptors that are io_uring
+// instances.
+func openRings(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == "anon_inode:[io_uring]" {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 // TestFsyncFDsReportsEach: each descriptor's fsync result is in its own

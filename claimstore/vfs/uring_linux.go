@@ -432,26 +432,30 @@ func (sb *SyncBatch) Sync(temps []TempFile, during func()) []error {
 // (fsyncFDs), and each is closed. A directory that cannot be opened has
 // SyncDir's refusal and is not waited for.
 func (OSFS) SyncDirs(names []string) []error {
-	errs := make([]error, len(names))
-	fds := make([]int32, 0, len(names))
-	at := make([]int, 0, len(names))
+	type opened struct {
+		at int // in names
+		fd int32
+	}
+	errs, dirs := make([]error, len(names)), make([]opened, 0, len(names))
 	for i, name := range names {
 		fd, err := safefile.OpenDirFD(name)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		fds = append(fds, int32(fd))
-		at = append(at, i)
+		dirs = append(dirs, opened{i, int32(fd)})
+	}
+	fds := make([]int32, len(dirs))
+	for j, d := range dirs {
+		fds[j] = d.fd
 	}
 	for j, err := range fsyncFDs(fds) {
-		i := at[j]
-		cerr := unix.Close(int(fds[j]))
-		switch {
+		d := dirs[j]
+		switch cerr := unix.Close(int(d.fd)); {
 		case err != nil:
-			errs[i] = &fs.PathError{Op: "sync", Path: names[i], Err: err}
+			errs[d.at] = &fs.PathError{Op: "sync", Path: names[d.at], Err: err}
 		case cerr != nil:
-			errs[i] = &fs.PathError{Op: "close", Path: names[i], Err: cerr}
+			errs[d.at] = &fs.PathError{Op: "close", Path: names[d.at], Err: cerr}
 		}
 	}
 	return errs

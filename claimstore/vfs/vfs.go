@@ -139,19 +139,14 @@ type DirsSyncer interface {
 }
 
 // SyncDirsEach is SyncDirs made of fsys's own SyncDir: each on a goroutine
-// of its own, the last on the caller's. It is the SyncDirs of a wrapper
-// whose SyncDir must see every directory (see DirsSyncer).
+// of its own. It is the SyncDirs of a wrapper whose SyncDir must see every
+// directory (see DirsSyncer).
 func SyncDirsEach(fsys FS, names []string) []error {
 	errs := make([]error, len(names))
-	if len(names) == 0 {
-		return errs
-	}
-	last := len(names) - 1
 	var wg sync.WaitGroup
-	for i, name := range names[:last] {
+	for i, name := range names {
 		wg.Go(func() { errs[i] = fsys.SyncDir(name) })
 	}
-	errs[last] = fsys.SyncDir(names[last])
 	wg.Wait()
 	return errs
 }
