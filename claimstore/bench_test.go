@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -93,24 +94,134 @@ func BenchmarkHead(b *testing.B) {
 // store's own overhead (CPU, goroutine hand-offs, checks, the order in
 // which it issues its fsyncs). The three run in every iteration, in an
 // order rotated each time, so that they meet the same disk, cache and
-// background load; nothing is deleted while measuring. It reports
-// store-ns/lifecycle, serial-ns/lifecycle, overlapped-ns/lifecycle and
-// the ratios store/overlapped, store/serial and overlapped/serial (what
-// overlapping can buy on this disk). Timings are per run, so compare
-// ratios, not times, across runs; across commits use benchstat
-// (golang.org/x/perf):
+// background load. It reports store-ns/lifecycle, serial-ns/lifecycle,
+// overlapped-ns/lifecycle and the ratios store/overlapped, store/serial
+// and overlapped/serial (what overlapping can buy on this disk). Timings
+// are per run, so compare ratios, not times, across runs; across commits
+// use benchstat (golang.org/x/perf):
 //
 //	go test ./claimstore -run '^$' -bench 'Lifecycle$' -benchtime 100x -count 5 > new.txt
 //	benchstat old.txt new.txt
+//
+// The serial floor removes a named temporary at each of its publishes,
+// eight inodes a lifecycle: with it in the rotation, store/overlapped
+// reads 1–4 % above BenchmarkLifecycleOverlapped's in the same rounds
+// (docs/BENCHMARKS.md, "The serial floor's removals"; likely the inode
+// allocator of an ext4 without a journal, which skips recently freed
+// inodes). store/overlapped is that benchmark's to measure.
 func BenchmarkLifecycle(b *testing.B) {
+	lc := newLifecycles(b, true)
+	var took [3]time.Duration
+	runs := [3]func(int){lc.store, lc.serial, lc.overlapped}
+	i := 0
+	for b.Loop() {
+		i++
+		for j := range runs {
+			x := (j + i) % len(runs) // rotate the order
+			t0 := time.Now()
+			runs[x](i)
+			took[x] += time.Since(t0)
+		}
+	}
+	b.ReportMetric(float64(took[0].Nanoseconds())/float64(i), "store-ns/lifecycle")
+	b.ReportMetric(float64(took[1].Nanoseconds())/float64(i), "serial-ns/lifecycle")
+	b.ReportMetric(float64(took[2].Nanoseconds())/float64(i), "overlapped-ns/lifecycle")
+	b.ReportMetric(float64(took[0])/float64(took[2]), "store/overlapped")
+	b.ReportMetric(float64(took[0])/float64(took[1]), "store/serial")
+	b.ReportMetric(float64(took[2])/float64(took[1]), "overlapped/serial")
+}
+
+// BenchmarkLifecycleOverlapped is BenchmarkLifecycle's store against its
+// overlapped floor alone, the two in every iteration in an order rotated
+// each time: nothing is removed while it measures, so neither meets an
+// inode allocator skipping what a third run freed. It reports
+// store-ns/lifecycle, overlapped-ns/lifecycle and store/overlapped, issue
+// 25's lifecycle ratio, over the whole run; and median-store/overlapped,
+// the median of that ratio over the run's rounds of lifecycleRound
+// iterations, as issue 25 takes its figures (a round in which the disk
+// stalled weighs as one round, not as its milliseconds):
+//
+//	TMPDIR=<a new top-level directory> go test ./claimstore -run '^$' -bench 'LifecycleOverlapped$' -benchtime 1000x
+func BenchmarkLifecycleOverlapped(b *testing.B) {
+	lc := newLifecycles(b, false)
+	var took, round [2]time.Duration
+	var rounds []float64
+	runs := [2]func(int){lc.store, lc.overlapped}
+	i := 0
+	for b.Loop() {
+		i++
+		for j := range runs {
+			x := (j + i) % len(runs) // rotate the order
+			t0 := time.Now()
+			runs[x](i)
+			d := time.Since(t0)
+			took[x] += d
+			round[x] += d
+		}
+		if i%lifecycleRound == 0 {
+			rounds = append(rounds, float64(round[0])/float64(round[1]))
+			round = [2]time.Duration{}
+		}
+	}
+	b.ReportMetric(float64(took[0].Nanoseconds())/float64(i), "store-ns/lifecycle")
+	b.ReportMetric(float64(took[1].Nanoseconds())/float64(i), "overlapped-ns/lifecycle")
+	b.ReportMetric(float64(took[0])/float64(took[1]), "store/overlapped")
+	if len(rounds) > 0 {
+		b.ReportMetric(median(rounds), "median-store/overlapped")
+	}
+}
+
+// TestMedian: the middle value, or the mean of the middle two.
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{1.1, 0.9}, 1}} {
+		if got := median(slices.Clone(c.xs)); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}
+
+// lifecycleRound is how many iterations of BenchmarkLifecycleOverlapped
+// make one of the rounds whose ratios it takes the median of.
+const lifecycleRound = 100
+
+// median returns the median of xs (the mean of the middle two for an even
+// count); xs is sorted in place.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// lifecycles is one lifecycle i (new keys each) of the store and of each
+// floor, as BenchmarkLifecycle describes them.
+type lifecycles struct {
+	store, serial, overlapped func(i int)
+}
+
+// newLifecycles opens a store on a new root and makes the floors'
+// directories beside it (the serial floor's only where serial is set),
+// each warmed (warmFloors).
+func newLifecycles(b *testing.B, serial bool) lifecycles {
+	b.Helper()
 	root := newRoot(b)
 	s := openStore(b, root, nil)
 	f := fields(b, s)
 	serialDir := filepath.Join(filepath.Dir(root), "floor")
 	overDir := filepath.Join(filepath.Dir(root), "overlapped")
-	warmFloors(b, root, s, f, serialDir, overDir)
+	floors := []string{overDir}
+	if serial {
+		floors = append(floors, serialDir)
+	}
+	warmFloors(b, root, s, f, floors...)
 	data := refRecord(sessionKey(b, "bench"), 1, testClaimID, "active").bytes()
-	lifecycle := func(i int) {
+	var lc lifecycles
+	lc.store = func(i int) {
 		seat, session := seatKey(b, fmt.Sprint("s", i)), sessionKey(b, fmt.Sprint("x", i))
 		c, err := s.Acquire(context.Background(), seat, session, f)
 		if err != nil {
@@ -126,7 +237,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	serial := func(i int) {
+	lc.serial = func(i int) {
 		var dirs []string
 		for _, kind := range []string{"seat", "session"} {
 			dir := filepath.Join(serialDir, kind, fmt.Sprint(i))
@@ -148,25 +259,8 @@ func BenchmarkLifecycle(b *testing.B) {
 			}
 		}
 	}
-	overlapped := func(i int) { overlappedLifecycle(b, overDir, i, data, nil) }
-	var took [3]time.Duration
-	runs := [3]func(int){lifecycle, serial, overlapped}
-	i := 0
-	for b.Loop() {
-		i++
-		for j := range runs {
-			x := (j + i) % len(runs) // rotate the order
-			t0 := time.Now()
-			runs[x](i)
-			took[x] += time.Since(t0)
-		}
-	}
-	b.ReportMetric(float64(took[0].Nanoseconds())/float64(i), "store-ns/lifecycle")
-	b.ReportMetric(float64(took[1].Nanoseconds())/float64(i), "serial-ns/lifecycle")
-	b.ReportMetric(float64(took[2].Nanoseconds())/float64(i), "overlapped-ns/lifecycle")
-	b.ReportMetric(float64(took[0])/float64(took[2]), "store/overlapped")
-	b.ReportMetric(float64(took[0])/float64(took[1]), "store/serial")
-	b.ReportMetric(float64(took[2])/float64(took[1]), "overlapped/serial")
+	lc.overlapped = func(i int) { overlappedLifecycle(b, overDir, i, data, nil) }
+	return lc
 }
 
 // syncAtOnce runs the fsyncs at once, the last on the calling goroutine,
