@@ -111,18 +111,7 @@ func BenchmarkHead(b *testing.B) {
 // inodes). store/overlapped is that benchmark's to measure.
 func BenchmarkLifecycle(b *testing.B) {
 	lc := newLifecycles(b, true)
-	var took [3]time.Duration
-	runs := [3]func(int){lc.store, lc.serial, lc.overlapped}
-	i := 0
-	for b.Loop() {
-		i++
-		for j := range runs {
-			x := (j + i) % len(runs) // rotate the order
-			t0 := time.Now()
-			runs[x](i)
-			took[x] += time.Since(t0)
-		}
-	}
+	took, i := rotated(b, nil, lc.store, lc.serial, lc.overlapped)
 	b.ReportMetric(float64(took[0].Nanoseconds())/float64(i), "store-ns/lifecycle")
 	b.ReportMetric(float64(took[1].Nanoseconds())/float64(i), "serial-ns/lifecycle")
 	b.ReportMetric(float64(took[2].Nanoseconds())/float64(i), "overlapped-ns/lifecycle")
@@ -144,25 +133,14 @@ func BenchmarkLifecycle(b *testing.B) {
 //	TMPDIR=<a new top-level directory> go test ./claimstore -run '^$' -bench 'LifecycleOverlapped$' -benchtime 1000x
 func BenchmarkLifecycleOverlapped(b *testing.B) {
 	lc := newLifecycles(b, false)
-	var took, round [2]time.Duration
 	var rounds []float64
-	runs := [2]func(int){lc.store, lc.overlapped}
-	i := 0
-	for b.Loop() {
-		i++
-		for j := range runs {
-			x := (j + i) % len(runs) // rotate the order
-			t0 := time.Now()
-			runs[x](i)
-			d := time.Since(t0)
-			took[x] += d
-			round[x] += d
-		}
+	var last [2]time.Duration // the totals at the end of the last round
+	took, i := rotated(b, func(i int, took []time.Duration) {
 		if i%lifecycleRound == 0 {
-			rounds = append(rounds, float64(round[0])/float64(round[1]))
-			round = [2]time.Duration{}
+			rounds = append(rounds, float64(took[0]-last[0])/float64(took[1]-last[1]))
+			last = [2]time.Duration{took[0], took[1]}
 		}
-	}
+	}, lc.store, lc.overlapped)
 	b.ReportMetric(float64(took[0].Nanoseconds())/float64(i), "store-ns/lifecycle")
 	b.ReportMetric(float64(took[1].Nanoseconds())/float64(i), "overlapped-ns/lifecycle")
 	b.ReportMetric(float64(took[0])/float64(took[1]), "store/overlapped")
@@ -181,6 +159,29 @@ func TestMedian(t *testing.T) {
 			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
 		}
 	}
+}
+
+// rotated runs each of runs once in every iteration of b's loop, in an
+// order rotated each time so that each meets the disk, the cache and the
+// load after each of the others alike, and returns the time each took in
+// all and how many iterations ran. after, if set, is called at the end of
+// each iteration i with the totals so far.
+func rotated(b *testing.B, after func(i int, took []time.Duration), runs ...func(int)) ([]time.Duration, int) {
+	took := make([]time.Duration, len(runs))
+	i := 0
+	for b.Loop() {
+		i++
+		for j := range runs {
+			x := (j + i) % len(runs)
+			t0 := time.Now()
+			runs[x](i)
+			took[x] += time.Since(t0)
+		}
+		if after != nil {
+			after(i, took)
+		}
+	}
+	return took, i
 }
 
 // lifecycleRound is how many iterations of BenchmarkLifecycleOverlapped

@@ -398,19 +398,8 @@ func (sb *SyncBatch) Sync(temps []TempFile, during func()) []error {
 	for i, t := range temps {
 		fds[i] = int32(t.(ringFD).fdForSync())
 	}
-	res := make([]int32, len(temps))
-	err := r.fsync(fds, res, during)
-	if err == nil {
-		putRing(r)
-		for i, v := range res {
-			if v < 0 {
-				errs[i] = &fs.PathError{Op: "sync", Path: temps[i].(ringFD).name(), Err: unix.Errno(-v)}
-			}
-		}
-		return errs
-	}
-	r.close()
-	if errors.Is(err, errNotSubmitted) {
+	results, refused := r.fsyncAll(fds, during)
+	if refused {
 		var wg sync.WaitGroup
 		for i, t := range temps {
 			wg.Go(func() { errs[i] = t.Sync() })
@@ -421,10 +410,40 @@ func (sb *SyncBatch) Sync(temps []TempFile, during func()) []error {
 		wg.Wait()
 		return errs
 	}
-	for i, t := range temps {
-		errs[i] = &fs.PathError{Op: "sync", Path: t.(ringFD).name(), Err: fmt.Errorf("io_uring: %w", err)}
+	for i, err := range results {
+		if err != nil {
+			errs[i] = &fs.PathError{Op: "sync", Path: temps[i].(ringFD).name(), Err: err}
+		}
 	}
 	return errs
+}
+
+// fsyncAll fsyncs fds at once on r (fsync, with during) and returns each
+// one's outcome: nil, the errno its fsync returned, or, where the wait
+// failed, why it is unknown (naming io_uring). r is put back after a
+// success and closed after any failure. The second result reports a
+// submission the kernel refused whole: nothing was fsynced and during did
+// not run (the first result is nil), and the caller fsyncs each itself.
+func (r *ring) fsyncAll(fds []int32, during func()) ([]error, bool) {
+	res, errs := make([]int32, len(fds)), make([]error, len(fds))
+	err := r.fsync(fds, res, during)
+	if err != nil {
+		r.close()
+		if errors.Is(err, errNotSubmitted) {
+			return nil, true
+		}
+		for i := range errs {
+			errs[i] = fmt.Errorf("io_uring: %w", err)
+		}
+		return errs, false
+	}
+	putRing(r)
+	for i, v := range res {
+		if v < 0 {
+			errs[i] = unix.Errno(-v)
+		}
+	}
+	return errs, false
 }
 
 // SyncDirs implements DirsSyncer: each directory is opened as SyncDir
@@ -475,23 +494,8 @@ func fsyncFDs(fds []int32) []error {
 	}
 	if len(fds) > 1 && len(fds) <= ringEntries {
 		if r, err := getRing(); err == nil {
-			res := make([]int32, len(fds))
-			err := r.fsync(fds, res, nil)
-			if err == nil {
-				putRing(r)
-				for i, v := range res {
-					if v < 0 {
-						errs[i] = unix.Errno(-v)
-					}
-				}
-				return errs
-			}
-			r.close()
-			if !errors.Is(err, errNotSubmitted) {
-				for i := range errs {
-					errs[i] = fmt.Errorf("io_uring: %w", err)
-				}
-				return errs
+			if results, refused := r.fsyncAll(fds, nil); !refused {
+				return results
 			}
 		}
 	}

@@ -214,7 +214,7 @@ var targets = []target{
 		// fsync done that was not, or another's result in its place.
 		File: "claimstore/vfs/uring_linux.go",
 		Funcs: []string{
-			"seccompFiltered", "getRing", "putRing", "newRing", "setupCall", "ring.enter", "ring.fsync", "ring.reap", "NewSyncBatch", "SyncBatch.Sync", "ringsFromEnv",
+			"seccompFiltered", "getRing", "putRing", "newRing", "setupCall", "ring.enter", "ring.fsync", "ring.reap", "NewSyncBatch", "SyncBatch.Sync", "ring.fsyncAll", "ringsFromEnv",
 			"OSFS.SyncDirs", "fsyncFDs", "fsyncFD",
 		},
 		Tests: []string{"./claimstore/vfs", "./claimstore/dirbackend"},
